@@ -1,0 +1,51 @@
+# make demo : create .venv, install, run the demo on the embedded FakeProvider (no keys)
+# make test : create .venv, install with dev extras, lint, type-check, run the whole suite
+# Installs go through constraints.txt (exact versions), so a new LiteLLM release never
+# changes what CI runs; bump it on purpose with `make constraints`.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+
+# LiteLLM must never reach for the network here: its price map is read locally and
+# tokenizers are never downloaded.
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export LITELLM_OFFLINE_MODE := true
+
+.PHONY: demo test test-fast lint bench constraints clean
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "policy_router needs Python 3.11+"'
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP) install --quiet -c constraints.txt -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP) install --quiet -c constraints.txt -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(BIN)/python -m policy_router demo
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check policy_router tests
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest -q tests
+
+test-fast: lint
+	$(BIN)/python -m pytest -q -m "not slow" tests
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python tests/bench/overhead.py
+
+constraints: $(VENV)/.installed-dev
+	$(PIP) freeze --exclude-editable | grep -v '^policy-router' > constraints.txt
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

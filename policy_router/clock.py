@@ -1,0 +1,60 @@
+"""Clocks: the one source of time for every policy that measures a duration.
+
+Policies never read the time themselves; they are handed a `Clock`. Production code uses
+`MonotonicClock` (which cannot jump when the wall clock is set); tests use `ManualClock`
+and advance it by hand, so no test ever sleeps to wait out a rest or a deadline.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol, runtime_checkable
+
+__all__ = ["Clock", "ManualClock", "MonotonicClock"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Anything with `now()` returning seconds on a monotonic scale.
+
+    The value means nothing on its own; only differences between two readings do.
+    """
+
+    def now(self) -> float: ...
+
+
+class MonotonicClock:
+    """The process's monotonic clock (`time.monotonic`)."""
+
+    __slots__ = ()
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def __repr__(self) -> str:
+        return "MonotonicClock()"
+
+
+class ManualClock:
+    """A clock that moves only when told to; thread-safe. Meant for tests and notebooks."""
+
+    __slots__ = ("_lock", "_now")
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = float(start)
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward by `seconds`; moving it backwards is refused."""
+        if seconds < 0:
+            raise ValueError(f"a clock cannot go back: advance({seconds}) needs seconds >= 0")
+        with self._lock:
+            self._now += seconds
+
+    def __repr__(self) -> str:
+        return f"ManualClock(now={self._now:g})"

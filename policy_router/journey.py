@@ -1,0 +1,206 @@
+"""The record of one request: every route skipped or tried, why, and what answered.
+
+Skips and attempts are frozen records in the order they happened. `str(journey)` reads as
+a short paragraph a person can act on; `Routed` pairs a response with its journey.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from .requirements import Requirements
+
+if TYPE_CHECKING:
+    from .route import Route
+
+__all__ = ["Attempt", "Check", "Explanation", "Journey", "Routed", "Skip", "Verdict"]
+
+
+class Check(StrEnum):
+    """The checks a route passes before it is sent a request, in the order they run."""
+
+    KNOWN = "known"
+    REQUIREMENTS = "requirements"
+    FLOOR = "floor"
+    BREAKER = "breaker"
+    BUDGET = "budget"
+    DEADLINE = "deadline"
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A route that was not sent the request: which check stopped it, and why."""
+
+    route: str
+    check: Check
+    reason: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"skipped {self.route} ({self.reason})"
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One request really sent to a route, and how it ended.
+
+    `outcome` is "answered" or the kind of fault ("server_error", "rate_limited", ...);
+    `error` is the provider's error text with the route's secrets redacted. `elapsed` is
+    seconds on the router's clock; `wait` is the pause taken before this attempt (a retry).
+    `then` says what the router did next: "returned", "next route", "retry", "stopped".
+    """
+
+    route: str
+    outcome: str
+    status: int | None = None
+    error: str = ""
+    elapsed: float = 0.0
+    wait: float = 0.0
+    then: str = "returned"
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "answered"
+
+    def __str__(self) -> str:
+        if self.ok:
+            text = f"{self.route} answered in {self.elapsed:.2f} s"
+        else:
+            status = f"{self.status} " if self.status else ""
+            why = f": {_short(self.error)}" if self.error else ""
+            text = f"tried {self.route}: {status}{self.outcome.replace('_', ' ')}{why}"
+            text += f" ({self.then})" if self.then else ""
+        if self.wait:
+            text = f"after waiting {self.wait:.2f} s, {text}"
+        return text
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class Journey:
+    """One request's journey through a group: skips and attempts, in order.
+
+    `answered_by` names the route that answered, or is None. `attempts` are the requests
+    really sent, so `len(journey.attempts)` equals what the providers received.
+    """
+
+    group: str
+    requirements: Requirements
+    steps: tuple[Skip | Attempt, ...]
+    answered_by: str | None = None
+    elapsed: float = 0.0
+
+    @property
+    def skips(self) -> tuple[Skip, ...]:
+        return tuple(s for s in self.steps if isinstance(s, Skip))
+
+    @property
+    def attempts(self) -> tuple[Attempt, ...]:
+        return tuple(s for s in self.steps if isinstance(s, Attempt))
+
+    @property
+    def routes(self) -> tuple[str, ...]:
+        """Every route named in the journey, in first-mention order."""
+        return tuple(dict.fromkeys(s.route for s in self.steps))
+
+    def __str__(self) -> str:
+        head = f"Request to group {self.group!r} (needs {self.requirements.describe()})"
+        body = "; ".join(str(s) for s in self.steps) or "no route was considered"
+        sent = len(self.attempts)
+        if self.answered_by is not None:
+            tail = f"answered by {self.answered_by} after {sent} request{'s' * (sent != 1)}"
+        else:
+            tail = f"no answer after {sent} request{'s' * (sent != 1)}"
+        return f"{head}: {body}. {tail.capitalize()} in {self.elapsed:.2f} s."
+
+    def _repr_html_(self) -> str:
+        rows = "".join(_html_row(s) for s in self.steps)
+        return (
+            f"<p>{_html(str(self).split(':', 1)[0])}</p><table><tr><th>route</th><th>verdict</th>"
+            f"<th>reason</th><th>time</th></tr>{rows}</table>"
+        )
+
+
+def _html_row(step: Skip | Attempt) -> str:
+    if isinstance(step, Skip):
+        cells = (step.route, f"skip: {step.check.value}", step.reason, "")
+    else:
+        cells = (step.route, step.outcome, step.error or step.then, f"{step.elapsed:.3f} s")
+    return "<tr>" + "".join(f"<td>{_html(c)}</td>" for c in cells) + "</tr>"
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Routed(Generic[R]):
+    """A response together with the route that produced it and the request's journey."""
+
+    response: R
+    route: Route
+    journey: Journey
+
+    @property
+    def attempts(self) -> int:
+        """How many requests were really sent for this answer."""
+        return len(self.journey.attempts)
+
+    def __str__(self) -> str:
+        return str(self.journey)
+
+    def _repr_html_(self) -> str:
+        return self.journey._repr_html_()
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the router would do with one route for a request: try it (and when), or skip."""
+
+    route: str
+    position: int | None
+    check: Check | None
+    reason: str
+
+    @property
+    def would_try(self) -> bool:
+        return self.position is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """The verdict for every route of a group, computed without sending anything."""
+
+    group: str
+    requirements: Requirements
+    verdicts: tuple[Verdict, ...]
+
+    def __str__(self) -> str:
+        width = max([len(v.route) for v in self.verdicts] + [5])
+        lines = [f"group {self.group!r}, request needs {self.requirements.describe()}:"]
+        for v in self.verdicts:
+            verdict = f"try #{v.position}" if v.would_try else f"skip ({v.check})"
+            lines.append(f"  {v.route:<{width}}  {verdict:<22} {v.reason}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td>{_html(v.route)}</td><td>"
+            f"{f'try #{v.position}' if v.would_try else f'skip ({v.check})'}</td>"
+            f"<td>{_html(v.reason)}</td></tr>"
+            for v in self.verdicts
+        )
+        return (
+            f"<p>group <b>{_html(self.group)}</b>, needs {_html(self.requirements.describe())}</p>"
+            f"<table><tr><th>route</th><th>verdict</th><th>reason</th></tr>{rows}</table>"
+        )

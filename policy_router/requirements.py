@@ -1,0 +1,129 @@
+"""Requirements: what a request needs from whatever serves it, read off LiteLLM's kwargs.
+
+A caller does not restate what their call already says: tools in the kwargs mean the
+model must do tools. `on_device=True` and `needs=` add to what is read; they never take
+anything away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .capabilities import Capabilities, Capability
+from .errors import ConfigError
+
+__all__ = ["Requirements"]
+
+
+@dataclass(frozen=True, slots=True)
+class Requirements:
+    """What a request needs: capabilities, and whether the on-device floor is set.
+
+    Combine two with `|`. `unmet_by(capabilities)` names what a route lacks; the floor is
+    not a capability and is checked against the route's reach instead.
+    """
+
+    tools: bool = False
+    images: bool = False
+    structured_output: bool = False
+    prompt_caching: bool = False
+    thinking: bool = False
+    streaming: bool = False
+    on_device: bool = False
+
+    @classmethod
+    def of(cls, needs: Requirements | Iterable[str] | Mapping[str, bool] | None) -> Requirements:
+        """Accept a `Requirements`, names like `{"tools", "images"}`, or a mapping of flags.
+
+        Raises `ConfigError` naming an unknown requirement and listing the valid ones.
+        """
+        if needs is None:
+            return cls()
+        if isinstance(needs, Requirements):
+            return needs
+        if isinstance(needs, str):
+            needs = [needs]
+        items = needs.items() if isinstance(needs, Mapping) else ((n, True) for n in needs)
+        valid = {f.name for f in fields(cls)}
+        flags: dict[str, bool] = {}
+        for name, value in items:
+            if name not in valid:
+                raise ConfigError(
+                    f"needs={name!r} is not a requirement; use any of: {', '.join(sorted(valid))}"
+                )
+            if not isinstance(value, bool):
+                raise ConfigError(f"needs[{name!r}] must be true or false, got {value!r}")
+            flags[name] = value
+        return cls(**flags)
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any]) -> Requirements:
+        """Read requirements off a LiteLLM call's keyword arguments.
+
+        tools/functions/tool_choice → tools; an `image_url` content part → images;
+        `response_format` of type json_schema or json_object (or a pydantic model) →
+        structured output; `cache_control` anywhere in the messages → prompt caching;
+        `reasoning_effort`/`thinking` → thinking; `stream=True` → streaming.
+        """
+        messages = kwargs.get("messages") or ()
+        response_format = kwargs.get("response_format")
+        return cls(
+            tools=bool(kwargs.get("tools") or kwargs.get("functions") or kwargs.get("tool_choice")),
+            images=_has_image(messages),
+            structured_output=_wants_structure(response_format),
+            prompt_caching=_has_key(messages, "cache_control"),
+            thinking=bool(kwargs.get("reasoning_effort") or kwargs.get("thinking")),
+            streaming=bool(kwargs.get("stream")),
+        )
+
+    def __or__(self, other: Requirements) -> Requirements:
+        return Requirements(
+            **{f.name: getattr(self, f.name) or getattr(other, f.name) for f in fields(self)}
+        )
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """The capabilities required (the floor excluded)."""
+        return frozenset(c for c in Capability if getattr(self, c.value))
+
+    def unmet_by(self, capabilities: Capabilities) -> tuple[Capability, ...]:
+        """The required capabilities `capabilities` lacks, in a stable order."""
+        return tuple(c for c in Capability if getattr(self, c.value) and c not in capabilities)
+
+    def describe(self) -> str:
+        """A short phrase: "tools, streaming, on-device only", or "nothing special"."""
+        names = [c.value.replace("_", " ") for c in Capability if getattr(self, c.value)]
+        if self.on_device:
+            names.append("on-device only")
+        return ", ".join(names) or "nothing special"
+
+
+def _has_image(messages: Any) -> bool:
+    for message in messages if isinstance(messages, list | tuple) else ():
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, list):
+            for part in content:
+                if isinstance(part, Mapping) and (
+                    part.get("type") in ("image_url", "input_image", "image") or "image_url" in part
+                ):
+                    return True
+    return False
+
+
+def _wants_structure(response_format: Any) -> bool:
+    if response_format is None:
+        return False
+    if isinstance(response_format, Mapping):
+        return response_format.get("type") in ("json_schema", "json_object")
+    # LiteLLM accepts a pydantic model class as response_format.
+    return isinstance(response_format, type)
+
+
+def _has_key(value: Any, key: str) -> bool:
+    if isinstance(value, Mapping):
+        return key in value or any(_has_key(v, key) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_key(v, key) for v in value)
+    return False

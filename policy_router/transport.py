@@ -1,0 +1,256 @@
+"""The only module that imports LiteLLM: calls, model info, and what an exception means.
+
+Every call goes out with LiteLLM's own retries and fallbacks off (`num_retries=0`,
+`max_retries=0`, never `fallbacks`), so one attempt in a journey is one request on the
+wire. Exceptions are classified from the HTTP status and the provider's error body, not
+only from LiteLLM's class: LiteLLM maps some errors by message text (a refused connection
+arrives as `InternalServerError` 500 "Connection error.", a 403 as plain `APIError`, and
+OpenAI's real content-policy 400 as a plain `BadRequestError`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import litellm
+import openai
+
+from .errors import ConfigError
+from .plan import Fault, FaultKind
+from .route import Route
+
+__all__ = [
+    "acall",
+    "call",
+    "check_globals",
+    "is_hollow_first_chunk",
+    "classify",
+    "model_info",
+    "silence_banner",
+    "stream_cut_error",
+]
+
+
+def silence_banner() -> None:
+    """Stop LiteLLM printing its "Give Feedback / Get Help" banner to stdout on failures.
+
+    This is the one LiteLLM global the package writes, and only when a `Router` is built
+    with `quiet_litellm=True` (the default): a router fails over on purpose, and would
+    otherwise print the banner on every skip. Pass `quiet_litellm=False` to keep it.
+    """
+    litellm.suppress_debug_info = True
+
+
+def check_globals() -> None:
+    """Refuse to route while a LiteLLM global would defeat the router's own decisions.
+
+    A global `litellm.num_retries` overrides a per-call `num_retries=0` (LiteLLM reads
+    `kwargs.get("num_retries") or litellm.num_retries`), and a global
+    `litellm.model_fallbacks` cannot be overridden per call. They are the user's settings,
+    so they are reported rather than reset.
+    """
+    if litellm.num_retries:
+        raise ConfigError(
+            f"litellm.num_retries is set to {litellm.num_retries!r}: it overrides the router's "
+            "one-request-per-attempt calls. Set litellm.num_retries = None and use "
+            "Router(retry=Retry(...)) for retries."
+        )
+    if getattr(litellm, "model_fallbacks", None):
+        raise ConfigError(
+            "litellm.model_fallbacks is set: LiteLLM would fall back on its own, behind the "
+            "router's floor and budget. Set litellm.model_fallbacks = None and list the "
+            "fallback routes in one group instead."
+        )
+
+
+def model_info(route: Route) -> tuple[dict[str, Any] | None, bool]:
+    """LiteLLM's model info for the route (None when unknown), and native streaming."""
+    provider = route.kwargs.get("custom_llm_provider") or route.provider or None
+    try:
+        info = litellm.get_model_info(route.model, custom_llm_provider=provider)
+    except Exception:
+        # Unknown to LiteLLM's map: the caller decides what an unknown model means.
+        return None, False
+    try:
+        streams = bool(
+            litellm.utils.supports_native_streaming(
+                route.model, info.get("litellm_provider") or provider
+            )
+        )
+    except Exception:
+        streams = False
+    return dict(info), streams
+
+
+def _kwargs(route: Route, kwargs: Mapping[str, Any], group: str) -> dict[str, Any]:
+    merged = {**kwargs, **route.kwargs}
+    metadata = dict(kwargs.get("metadata") or {})
+    # Label the call for the user's own LiteLLM callbacks, which see every attempt.
+    metadata["policy_router"] = {"route": route.name, "group": group}
+    merged.update(model=route.model, num_retries=0, max_retries=0, metadata=metadata)
+    return merged
+
+
+def call(route: Route, kwargs: Mapping[str, Any], group: str) -> Any:
+    """One request through `litellm.completion` (a `ModelResponse` or a stream wrapper)."""
+    return litellm.completion(**_kwargs(route, kwargs, group))
+
+
+async def acall(route: Route, kwargs: Mapping[str, Any], group: str) -> Any:
+    """One request through `litellm.acompletion`."""
+    return await litellm.acompletion(**_kwargs(route, kwargs, group))
+
+
+def stream_cut_error(route: Route, text: str) -> Exception:
+    """The exception for a stream that ended without a finish reason.
+
+    It is LiteLLM's own `MidStreamFallbackError`, the class LiteLLM raises when it notices
+    the same thing itself, with the text received so far as `generated_content`.
+    """
+    return litellm.exceptions.MidStreamFallbackError(
+        message="the stream ended without a finish reason: the reply was cut short",
+        model=route.model,
+        llm_provider=route.provider or "unknown",
+        generated_content=text,
+    )
+
+
+def is_hollow_first_chunk(chunk: Any) -> bool:
+    """True for a first chunk LiteLLM made up because the provider sent no chunk at all.
+
+    Measured with litellm 1.110.2: a stream whose connection closes before any data yields
+    one chunk with `finish_reason="stop"`, no role and no content, instead of an error. A
+    real first chunk carries the assistant role or some content.
+    """
+    for choice in getattr(chunk, "choices", None) or ():
+        delta = getattr(choice, "delta", None)
+        if (
+            getattr(delta, "role", None)
+            or getattr(delta, "content", None)
+            or getattr(delta, "tool_calls", None)
+        ):
+            return False
+    return True
+
+
+_ACCESS_STATUSES = {401, 402, 403, 404}
+_REQUEST_STATUSES = {400, 413, 422}
+
+
+def classify(exc: BaseException) -> Fault | None:
+    """What a LiteLLM exception is about, or None when it is not a provider outcome.
+
+    None means the exception is a bug or a misuse on this side (a `TypeError`, say) and is
+    re-raised unchanged rather than treated as a reason to try the next route.
+    """
+    if not isinstance(
+        exc, openai.APIError | litellm.exceptions.APIError | litellm.exceptions.APIConnectionError
+    ):
+        return None
+    status = _status(exc)
+    message = _provider_text(str(getattr(exc, "message", "") or exc))
+    retry_after = _retry_after(exc)
+
+    def fault(kind: FaultKind) -> Fault:
+        return Fault(kind, status, message, retry_after)
+
+    if isinstance(exc, litellm.exceptions.MidStreamFallbackError):
+        return fault(FaultKind.STREAM_CUT)
+    if _is_refusal(exc, message):
+        return fault(FaultKind.REFUSED)
+    if isinstance(exc, litellm.exceptions.ContextWindowExceededError):
+        return fault(FaultKind.BAD_REQUEST)
+    if isinstance(exc, litellm.exceptions.Timeout) or status in (408, 504):
+        return fault(FaultKind.TIMEOUT)
+    if status == 429 or isinstance(exc, litellm.exceptions.RateLimitError):
+        return fault(FaultKind.RATE_LIMITED)
+    if status in _ACCESS_STATUSES or isinstance(
+        exc,
+        litellm.exceptions.AuthenticationError
+        | litellm.exceptions.PermissionDeniedError
+        | litellm.exceptions.NotFoundError,
+    ):
+        return fault(FaultKind.ACCESS)
+    if status in _REQUEST_STATUSES or isinstance(
+        exc, litellm.exceptions.BadRequestError | litellm.exceptions.UnprocessableEntityError
+    ):
+        return fault(FaultKind.BAD_REQUEST)
+    if _is_connection(exc):
+        return fault(FaultKind.CONNECTION)
+    return fault(FaultKind.SERVER_ERROR)
+
+
+# LiteLLM prefixes the provider's text with its own class names, sometimes twice:
+# "litellm.exceptions.RateLimitError: RateLimitError: OpenAIException - Too many requests".
+_PREFIX = re.compile(r"^(?:(?:litellm\.)?\w*(?:Error|Exception|Timeout)(?: Error)?(?: - |: ))+")
+
+
+def _provider_text(message: str) -> str:
+    text = _PREFIX.sub("", message.strip())
+    return text.split(" Original exception:", 1)[0].strip() or message
+
+
+def _status(exc: BaseException) -> int | None:
+    # The response's own status beats LiteLLM's, which is rewritten by message text.
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if isinstance(status, int) and status >= 400:
+        return status
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    headers: Any = getattr(getattr(exc, "response", None), "headers", None) or {}
+    value = None
+    try:
+        value = headers.get("retry-after")
+    except AttributeError:
+        value = None
+    if value is None:
+        extra = getattr(exc, "litellm_response_headers", None) or {}
+        try:
+            value = extra.get("retry-after")
+        except AttributeError:
+            value = None
+    try:
+        seconds = float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None  # an HTTP date: rare from LLM providers, and not trusted blind
+    return seconds if seconds is not None and seconds >= 0 else None
+
+
+def _is_refusal(exc: BaseException, message: str) -> bool:
+    if isinstance(exc, litellm.exceptions.ContentPolicyViolationError):
+        return True
+    body = getattr(exc, "body", None)
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            body = None
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        code = error.get("code") if isinstance(error, Mapping) else None
+        if code == "content_policy_violation" or code == "content_filter":
+            return True
+    return "content_policy_violation" in message or "content management policy" in message
+
+
+def _is_connection(exc: BaseException) -> bool:
+    if isinstance(exc, litellm.exceptions.APIConnectionError):
+        return True
+    if "Connection error" in str(exc):
+        return True
+    cause: BaseException | None = exc.__cause__ or exc.__context__
+    seen = 0
+    while cause is not None and seen < 8:
+        name = type(cause).__name__
+        if "Connect" in name or "RemoteProtocol" in name or "ReadError" in name:
+            return True
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
+    return False

@@ -1,0 +1,42 @@
+"""Shared fixtures: one FakeProvider per test session, reset before each test."""
+
+from __future__ import annotations
+
+import os
+
+# Before litellm is imported anywhere: never reach for the network.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from policy_router import Route
+from policy_router.testing import FakeProvider
+
+# Every key the suite uses starts with this, so a test can look for any of them.
+KEY_PREFIX = "sk-test-secret-"
+CAPS = {"tools": True, "streaming": True}
+MESSAGES = [{"role": "user", "content": "Say hello."}]
+
+
+@pytest.fixture(scope="session")
+def _fake_server() -> Iterator[FakeProvider]:
+    with FakeProvider() as fake:
+        yield fake
+
+
+@pytest.fixture
+def fake(_fake_server: FakeProvider) -> FakeProvider:
+    """The session's FakeProvider, with scripts and counts cleared."""
+    _fake_server.reset()
+    return _fake_server
+
+
+def fake_route(fake: FakeProvider, name: str, **kw: Any) -> Route:
+    """A route to model `name` on FakeProvider, with a key and declared capabilities."""
+    kw.setdefault("capabilities", CAPS)
+    kw.setdefault("group", "g")
+    return Route(f"openai/{name}", api_base=fake.base_url, api_key=f"{KEY_PREFIX}{name}", **kw)
