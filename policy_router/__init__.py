@@ -5,6 +5,7 @@ The public names are re-exported here; everything else is private to the package
 
 from loguru import logger as _logger
 
+from .budget import Budget, Spending
 from .capabilities import Capabilities, Capability
 from .clock import Clock, ManualClock, MonotonicClock
 from .errors import (
@@ -17,9 +18,12 @@ from .errors import (
     RefusedError,
 )
 from .journey import Attempt, Check, Explanation, Journey, Routed, Skip, Verdict
+from .order import Order, OrderContext, Ordering
+from .prices import Money, Price, PriceTable, Usage
 from .requirements import Requirements
 from .route import Reach, Route
 from .router import Router
+from .store import InMemoryStore, Store
 from .stream import AsyncRoutedStream, RoutedStream
 
 # Quiet by default: LiteLLM users already have plenty of output.
@@ -30,6 +34,7 @@ __all__ = [
     "AllRestingError",
     "AsyncRoutedStream",
     "Attempt",
+    "Budget",
     "Capabilities",
     "Capability",
     "Check",
@@ -37,12 +42,19 @@ __all__ = [
     "ConfigError",
     "DeadlineExceededError",
     "Explanation",
+    "InMemoryStore",
     "Journey",
     "ManualClock",
+    "Money",
     "MonotonicClock",
     "NoRouteError",
+    "Order",
+    "OrderContext",
+    "Ordering",
     "OverBudgetError",
     "PolicyRouterError",
+    "Price",
+    "PriceTable",
     "Reach",
     "RefusedError",
     "Requirements",
@@ -51,5 +63,8 @@ __all__ = [
     "RoutedStream",
     "Router",
     "Skip",
+    "Spending",
+    "Store",
+    "Usage",
     "Verdict",
 ]

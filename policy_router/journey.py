@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .prices import Money
 from .requirements import Requirements
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class Attempt:
     elapsed: float = 0.0
     wait: float = 0.0
     then: str = "returned"
+    cost: Money | None = None
 
     @property
     def ok(self) -> bool:
@@ -68,6 +70,7 @@ class Attempt:
     def __str__(self) -> str:
         if self.ok:
             text = f"{self.route} answered in {self.elapsed:.2f} s"
+            text += f" for {self.cost}" if self.cost is not None else ""
         else:
             status = f"{self.status} " if self.status else ""
             why = f": {_short(self.error)}" if self.error else ""
@@ -106,6 +109,17 @@ class Journey:
         return tuple(s for s in self.steps if isinstance(s, Attempt))
 
     @property
+    def cost(self) -> Money | None:
+        """What the request's attempts cost, when any was priced (one currency)."""
+        costs = [a.cost for a in self.attempts if a.cost is not None]
+        if not costs:
+            return None
+        total = costs[0]
+        for c in costs[1:]:
+            total = total + c
+        return total
+
+    @property
     def routes(self) -> tuple[str, ...]:
         """Every route named in the journey, in first-mention order."""
         return tuple(dict.fromkeys(s.route for s in self.steps))
@@ -132,7 +146,8 @@ def _html_row(step: Skip | Attempt) -> str:
     if isinstance(step, Skip):
         cells = (step.route, f"skip: {step.check.value}", step.reason, "")
     else:
-        cells = (step.route, step.outcome, step.error or step.then, f"{step.elapsed:.3f} s")
+        cost = "" if step.cost is None else f", {step.cost}"
+        cells = (step.route, step.outcome, step.error or step.then, f"{step.elapsed:.3f} s{cost}")
     return "<tr>" + "".join(f"<td>{_html(c)}</td>" for c in cells) + "</tr>"
 
 
@@ -155,6 +170,15 @@ class Routed(Generic[R]):
     def attempts(self) -> int:
         """How many requests were really sent for this answer."""
         return len(self.journey.attempts)
+
+    @property
+    def cost(self) -> Money | None:
+        """What this call cost, from the provider's usage and the route's own price table.
+
+        None when the route is unpriced or the provider reported no usage; for a stream,
+        read it from the stream's journey once the stream has ended.
+        """
+        return self.journey.cost
 
     def __str__(self) -> str:
         return str(self.journey)

@@ -80,7 +80,13 @@ class Requirements:
 
     def __or__(self, other: Requirements) -> Requirements:
         return Requirements(
-            **{f.name: getattr(self, f.name) or getattr(other, f.name) for f in fields(self)}
+            tools=self.tools or other.tools,
+            images=self.images or other.images,
+            structured_output=self.structured_output or other.structured_output,
+            prompt_caching=self.prompt_caching or other.prompt_caching,
+            thinking=self.thinking or other.thinking,
+            streaming=self.streaming or other.streaming,
+            on_device=self.on_device or other.on_device,
         )
 
     @property

@@ -12,13 +12,17 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from . import transport
+from .budget import Budget, Ledger, RequestFacts, Spending, prompt_bound
 from .capabilities import resolve
 from .clock import Clock, MonotonicClock
 from .errors import ConfigError, NoRouteError
 from .journey import Explanation, Routed
+from .order import Order, OrderContext, Ordering, cheapest
 from .plan import Candidate, Plan, Send, explain
+from .prices import PriceTable
 from .requirements import Requirements
 from .route import Route
+from .store import InMemoryStore, Store
 from .stream import AsyncRoutedStream, RoutedStream
 
 __all__ = ["Router"]
@@ -69,6 +73,9 @@ class Router:
         self,
         routes: Iterable[Route],
         *,
+        order: Order | str | Ordering = Order.AS_LISTED,
+        budget: Budget | None = None,
+        store: Store | None = None,
         clock: Clock | None = None,
         quiet_litellm: bool = True,
     ) -> None:
@@ -87,9 +94,18 @@ class Router:
         if quiet_litellm:
             transport.silence_banner()
         candidates = [
-            Candidate(r, resolve(r.model, *transport.model_info(r), r.capabilities))
+            Candidate(
+                r,
+                resolve(r.model, *transport.model_info(r), r.capabilities),
+                r.prices.price_for(r.model) if r.prices is not None else None,
+            )
             for r in self._routes
         ]
+        self._order = _order(order, self._routes)
+        if budget is not None and not isinstance(budget, Budget):
+            raise ConfigError(f"budget must be a Budget, got {type(budget).__name__}")
+        self._store: Store = store if store is not None else InMemoryStore()
+        self._ledger = Ledger(budget, self._store) if budget is not None else None
         self._groups: dict[str, tuple[Candidate, ...]] = {}
         self._by_model: dict[str, tuple[Candidate, ...]] = {}
         for c in candidates:
@@ -115,6 +131,12 @@ class Router:
             for c in cs
             if not c.capabilities.known
         }
+
+    def spending(self) -> Spending:
+        """The budget's account: spent, reserved, left, calls, and whether it is exact."""
+        if self._ledger is None:
+            raise ConfigError("this router has no budget; build it with budget=Budget(...)")
+        return self._ledger.spending()
 
     def capabilities(self, route: str) -> frozenset[str]:
         """What the named route can do, as capability names."""
@@ -142,14 +164,15 @@ class Router:
         if call_kwargs.get("stream"):
 
             def open_stream(send: Send) -> RoutedStream:
-                source = transport.call(send.route, call_kwargs, group)
+                kwargs, strip = _stream_kwargs(call_kwargs, send)
+                source = transport.call(send.route, kwargs, group)
                 iterator = iter(source)
                 first = next(iterator, None)
                 if first is None or transport.is_hollow_first_chunk(first):
                     raise transport.stream_cut_error(send.route, "")
-                return RoutedStream(source, iterator, first, plan, send)
+                return RoutedStream(source, iterator, first, plan, send, strip_usage=strip)
 
-            stream, send = _drive(plan, open_stream)
+            stream, send = _drive(plan, open_stream, final=False)
             return Routed(stream, send.route, plan.journey)
         response, send = _drive(plan, lambda s: transport.call(s.route, call_kwargs, group))
         return self._finish(response, send, plan)
@@ -163,14 +186,15 @@ class Router:
         if call_kwargs.get("stream"):
 
             async def open_stream(send: Send) -> AsyncRoutedStream:
-                source = await transport.acall(send.route, call_kwargs, group)
+                kwargs, strip = _stream_kwargs(call_kwargs, send)
+                source = await transport.acall(send.route, kwargs, group)
                 iterator = source.__aiter__()
                 first = await anext(iterator, None)
                 if first is None or transport.is_hollow_first_chunk(first):
                     raise transport.stream_cut_error(send.route, "")
-                return AsyncRoutedStream(source, iterator, first, plan, send)
+                return AsyncRoutedStream(source, iterator, first, plan, send, strip_usage=strip)
 
-            stream, send = await _adrive(plan, open_stream)
+            stream, send = await _adrive(plan, open_stream, final=False)
             return Routed(stream, send.route, plan.journey)
 
         async def open_(send: Send) -> Any:
@@ -183,7 +207,8 @@ class Router:
         """The verdict for every route of the group for this request. Nothing is sent."""
         group, candidates = self._group(model)
         needs = self._needs(messages, kwargs)
-        return explain(group, candidates, needs)
+        facts = self._facts({**kwargs, "messages": messages}, explaining=True)
+        return explain(group, candidates, needs, self._ordering(group, facts), self._ledger, facts)
 
     # -- the parts both drivers share --------------------------------------------------------
     def _finish(self, response: Any, send: Send, plan: Plan) -> Routed[Any]:
@@ -224,7 +249,43 @@ class Router:
         needs = self._needs(messages, kwargs)
         call_kwargs = {k: v for k, v in kwargs.items() if k not in _POLICY_KWARGS}
         call_kwargs["messages"] = messages
-        return Plan(group, candidates, needs, clock=self._clock), call_kwargs
+        facts = self._facts(call_kwargs)
+        plan = Plan(
+            group,
+            candidates,
+            needs,
+            clock=self._clock,
+            ordering=self._ordering(group, facts),
+            ledger=self._ledger,
+            facts=facts,
+        )
+        return plan, call_kwargs
+
+    def _facts(self, kwargs: Mapping[str, Any], *, explaining: bool = False) -> RequestFacts | None:
+        """Measure the request once, and only what a price decision needs: the token count
+        orders routes (and explains), the byte bound holds the budget."""
+        count = explaining or self._order is Order.CHEAPEST
+        if self._ledger is None and not count:
+            return None
+        image_tokens = self._ledger.budget.image_tokens if self._ledger else 0
+        max_tokens = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens")
+        return RequestFacts(
+            prompt_tokens=transport.count_tokens(kwargs) if count else 0,
+            prompt_bound=prompt_bound(kwargs, image_tokens) if self._ledger else 0,
+            max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+        )
+
+    def _ordering(
+        self, group: str, facts: RequestFacts | None
+    ) -> Callable[[Sequence[Candidate]], Sequence[Candidate]] | None:
+        order = self._order
+        if order is Order.AS_LISTED:
+            return None
+        if order is Order.CHEAPEST:
+            assert facts is not None
+            return lambda cs: cheapest(cs, facts)
+        context = OrderContext(group, facts, self._clock.now())
+        return lambda cs: order.order(cs, context)
 
     def __repr__(self) -> str:
         lines = [f"Router({len(self._routes)} routes in {len(self._groups)} groups)"]
@@ -236,7 +297,7 @@ class Router:
         return "\n".join(lines)
 
 
-def _drive(plan: Plan, open_: Callable[[Send], T]) -> tuple[T, Send]:
+def _drive(plan: Plan, open_: Callable[[Send], T], *, final: bool = True) -> tuple[T, Send]:
     """The sync driver: ask the plan, send, tell it the outcome, until answered or done."""
     last: BaseException | None = None
     while (send := plan.next()) is not None:
@@ -249,12 +310,14 @@ def _drive(plan: Plan, open_: Callable[[Send], T]) -> tuple[T, Send]:
             plan.failed(send, fault)
             last = exc
             continue
-        plan.answered(send)
+        plan.answered(send, transport.usage_of(result) if final else None, final=final)
         return result, send
     raise plan.error(last)
 
 
-async def _adrive(plan: Plan, open_: Callable[[Send], Awaitable[T]]) -> tuple[T, Send]:
+async def _adrive(
+    plan: Plan, open_: Callable[[Send], Awaitable[T]], *, final: bool = True
+) -> tuple[T, Send]:
     """The async driver: the same loop as `_drive`, awaiting the call."""
     last: BaseException | None = None
     while (send := plan.next()) is not None:
@@ -267,9 +330,36 @@ async def _adrive(plan: Plan, open_: Callable[[Send], Awaitable[T]]) -> tuple[T,
             plan.failed(send, fault)
             last = exc
             continue
-        plan.answered(send)
+        plan.answered(send, transport.usage_of(result) if final else None, final=final)
         return result, send
     raise plan.error(last)
+
+
+def _order(order: Order | str | Ordering, routes: Sequence[Route]) -> Order | Ordering:
+    if isinstance(order, Ordering) and not isinstance(order, str):
+        return order
+    try:
+        chosen = Order(order)
+    except ValueError:
+        names = ", ".join(o.value for o in Order)
+        raise ConfigError(f"order={order!r} is not an ordering; use one of: {names}") from None
+    if chosen is Order.CHEAPEST:
+        currencies = {r.prices.currency for r in routes if isinstance(r.prices, PriceTable)}
+        if len(currencies) > 1:
+            raise ConfigError(
+                f"order=cheapest cannot compare prices in {sorted(currencies)}; "
+                "give every route a table in one currency"
+            )
+    return chosen
+
+
+def _stream_kwargs(kwargs: dict[str, Any], send: Send) -> tuple[dict[str, Any], bool]:
+    """Ask for the final usage chunk when the call is priced; the returned flag says to
+    strip that chunk, because the caller did not ask for it."""
+    options = kwargs.get("stream_options") or {}
+    if options.get("include_usage") or (send.candidate.price is None and send.held is None):
+        return kwargs, False
+    return {**kwargs, "stream_options": {**options, "include_usage": True}}, True
 
 
 def _unique_names(routes: Sequence[Route]) -> list[Route]:

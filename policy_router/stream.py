@@ -15,23 +15,32 @@ from typing import Any
 from . import transport
 from .journey import Journey
 from .plan import FaultKind, Plan, Send
+from .prices import Usage
 
 __all__ = ["AsyncRoutedStream", "RoutedStream"]
 
 
 class _Watch:
-    """What both stream flavours track: the text so far, the finish reason, the outcome."""
+    """What both stream flavours track: the text so far, the finish reason, the usage."""
 
-    def __init__(self, source: Any, first: Any, plan: Plan, send: Send) -> None:
+    def __init__(self, source: Any, first: Any, plan: Plan, send: Send, strip_usage: bool) -> None:
         self.source = source
         self.pending: Any = first
         self.plan = plan
         self.send = send
+        self.strip_usage = strip_usage
         self.parts: list[str] = []
         self.finish_reason: str | None = None
+        self.usage: Usage | None = None
         self.done = False
+        self.passes(first)
 
-    def seen(self, chunk: Any) -> Any:
+    def passes(self, chunk: Any) -> bool:
+        """Record what the chunk says; False for a usage chunk the caller did not ask for."""
+        usage = transport.usage_of(chunk)
+        if usage is not None:
+            self.usage = usage
+        carries = False
         for choice in getattr(chunk, "choices", None) or ():
             delta = getattr(choice, "delta", None)
             content = getattr(delta, "content", None)
@@ -39,7 +48,13 @@ class _Watch:
                 self.parts.append(content)
             if getattr(choice, "finish_reason", None):
                 self.finish_reason = choice.finish_reason
-        return chunk
+            carries = carries or bool(
+                content
+                or getattr(choice, "finish_reason", None)
+                or getattr(delta, "tool_calls", None)
+                or getattr(delta, "role", None)
+            )
+        return not (self.strip_usage and usage is not None and not carries)
 
     def take_pending(self) -> Any:
         chunk, self.pending = self.pending, None
@@ -49,20 +64,30 @@ class _Watch:
         """The source is exhausted: None for a clean end, else the error to raise."""
         if self.done:
             return None
-        self.done = True
         if self.finish_reason is None:
             return self.failed(transport.stream_cut_error(self.send.route, "".join(self.parts)))
+        self.done = True
+        self.plan.finished(self.send, self.usage)
         return None
+
+    def closed(self) -> None:
+        """The caller stopped reading: settle with whatever usage arrived."""
+        if not self.done:
+            self.done = True
+            self.plan.finished(self.send, self.usage)
 
     def failed(self, exc: BaseException) -> BaseException:
         """Record a failure after the first chunk and dress the exception with the journey."""
+        if self.done:
+            return exc
         self.done = True
         fault = transport.classify(exc)
         if fault is None:
+            self.plan.finished(self.send, self.usage)
             return exc
-        if fault.kind is not FaultKind.STREAM_CUT and isinstance(exc, TimeoutError):
+        if fault.kind is not FaultKind.STREAM_CUT:
             fault = type(fault)(FaultKind.STREAM_CUT, fault.status, fault.message)
-        self.plan.failed_after_answer(self.send, fault)
+        self.plan.failed_after_answer(self.send, fault, self.usage)
         journey = self.plan.journey
         exc.journey = journey  # type: ignore[attr-defined]
         exc.add_note(f"policy_router: {journey}")
@@ -83,8 +108,17 @@ class RoutedStream(Iterator[Any]):
     received so far. It does not restart on another route after a failure.
     """
 
-    def __init__(self, source: Any, iterator: Iterator[Any], first: Any, plan: Plan, send: Send):
-        self._watch = _Watch(source, first, plan, send)
+    def __init__(
+        self,
+        source: Any,
+        iterator: Iterator[Any],
+        first: Any,
+        plan: Plan,
+        send: Send,
+        *,
+        strip_usage: bool = False,
+    ) -> None:
+        self._watch = _Watch(source, first, plan, send, strip_usage)
         self._it = iterator
 
     def __iter__(self) -> RoutedStream:
@@ -93,22 +127,24 @@ class RoutedStream(Iterator[Any]):
     def __next__(self) -> Any:
         w = self._watch
         if w.pending is not None:
-            return w.seen(w.take_pending())
-        if w.done:
-            raise StopIteration
-        try:
-            return w.seen(next(self._it))
-        except StopIteration:
-            error = w.ended()
-            if error is not None:
-                raise error from None
-            raise
-        except Exception as exc:
-            raise w.failed(exc)  # noqa: B904 - the same exception, dressed with the journey
+            return w.take_pending()
+        while not w.done:
+            try:
+                chunk = next(self._it)
+            except StopIteration:
+                error = w.ended()
+                if error is not None:
+                    raise error from None
+                raise
+            except Exception as exc:
+                raise w.failed(exc)  # noqa: B904 - the same exception, dressed with the journey
+            if w.passes(chunk):
+                return chunk
+        raise StopIteration
 
     def close(self) -> None:
-        """Stop reading; the connection is released."""
-        self._watch.done = True
+        """Stop reading: the connection is released and the call's cost settled."""
+        self._watch.closed()
         close = getattr(self._it, "close", None)
         if close is not None:
             close()
@@ -122,6 +158,12 @@ class RoutedStream(Iterator[Any]):
     @property
     def journey(self) -> Journey:
         return self._watch.plan.journey
+
+    def __del__(self) -> None:
+        # A stream dropped unread still settles its reservation: nothing stays held.
+        watch = getattr(self, "_watch", None)
+        if watch is not None:
+            watch.closed()
 
     @property
     def text(self) -> str:
@@ -137,9 +179,16 @@ class AsyncRoutedStream(AsyncIterator[Any]):
     """The async twin of `RoutedStream`: `async for chunk in stream`."""
 
     def __init__(
-        self, source: Any, iterator: AsyncIterator[Any], first: Any, plan: Plan, send: Send
-    ):
-        self._watch = _Watch(source, first, plan, send)
+        self,
+        source: Any,
+        iterator: AsyncIterator[Any],
+        first: Any,
+        plan: Plan,
+        send: Send,
+        *,
+        strip_usage: bool = False,
+    ) -> None:
+        self._watch = _Watch(source, first, plan, send, strip_usage)
         self._it = iterator
 
     def __aiter__(self) -> AsyncRoutedStream:
@@ -148,22 +197,24 @@ class AsyncRoutedStream(AsyncIterator[Any]):
     async def __anext__(self) -> Any:
         w = self._watch
         if w.pending is not None:
-            return w.seen(w.take_pending())
-        if w.done:
-            raise StopAsyncIteration
-        try:
-            return w.seen(await self._it.__anext__())
-        except StopAsyncIteration:
-            error = w.ended()
-            if error is not None:
-                raise error from None
-            raise
-        except Exception as exc:
-            raise w.failed(exc)  # noqa: B904 - the same exception, dressed with the journey
+            return w.take_pending()
+        while not w.done:
+            try:
+                chunk = await self._it.__anext__()
+            except StopAsyncIteration:
+                error = w.ended()
+                if error is not None:
+                    raise error from None
+                raise
+            except Exception as exc:
+                raise w.failed(exc)  # noqa: B904 - the same exception, dressed with the journey
+            if w.passes(chunk):
+                return chunk
+        raise StopAsyncIteration
 
     async def aclose(self) -> None:
-        """Stop reading; the connection is released."""
-        self._watch.done = True
+        """Stop reading: the connection is released and the call's cost settled."""
+        self._watch.closed()
         close = getattr(self._it, "aclose", None)
         if close is not None:
             await close()
@@ -177,6 +228,12 @@ class AsyncRoutedStream(AsyncIterator[Any]):
     @property
     def journey(self) -> Journey:
         return self._watch.plan.journey
+
+    def __del__(self) -> None:
+        # A stream dropped unread still settles its reservation: nothing stays held.
+        watch = getattr(self, "_watch", None)
+        if watch is not None:
+            watch.closed()
 
     @property
     def text(self) -> str:

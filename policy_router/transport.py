@@ -20,12 +20,17 @@ import openai
 
 from .errors import ConfigError
 from .plan import Fault, FaultKind
+from .prices import Usage
 from .route import Route
 
 __all__ = [
     "acall",
     "call",
     "check_globals",
+    "cost_map_rows",
+    "count_tokens",
+    "litellm_version",
+    "usage_of",
     "is_hollow_first_chunk",
     "classify",
     "model_info",
@@ -85,12 +90,90 @@ def model_info(route: Route) -> tuple[dict[str, Any] | None, bool]:
     return dict(info), streams
 
 
+def count_tokens(kwargs: Mapping[str, Any]) -> int:
+    """The prompt's tokens by LiteLLM's token counter with its default tokenizer.
+
+    The same count serves every route of a request, so routes are compared on one measure.
+    No model name is passed on purpose: for some names (`llama-3`, `llama-2`, `command-r`,
+    `replicate`) LiteLLM tries to download a tokenizer from Hugging Face, which blocked
+    23 s here with no network. The default tokenizer is bundled and never downloads.
+    """
+    try:
+        return int(
+            litellm.token_counter(
+                messages=kwargs.get("messages") or [], tools=kwargs.get("tools") or None
+            )
+        )
+    except Exception:
+        # Odd content LiteLLM cannot count: the byte length over four is a fair estimate.
+        return len(json.dumps(kwargs.get("messages"), default=str)) // 4
+
+
+def usage_of(response: Any) -> Usage | None:
+    """The usage a response or final stream chunk reports, or None when it has none."""
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return None
+    prompt = getattr(usage, "prompt_tokens", None)
+    completion = getattr(usage, "completion_tokens", None)
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or getattr(
+        usage, "cache_read_input_tokens", None
+    )
+    written = getattr(usage, "cache_creation_input_tokens", None)
+    reasoning = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
+    return Usage(prompt, completion, int(cached or 0), int(written or 0), int(reasoning or 0))
+
+
+def cost_map_rows(models: list[str]) -> dict[str, dict[str, float]]:
+    """Rates from LiteLLM's cost map for `models`, in its per-token floats."""
+    fields = {
+        "input_cost_per_token": "input",
+        "output_cost_per_token": "output",
+        "cache_read_input_token_cost": "cache_read",
+        "cache_creation_input_token_cost": "cache_write",
+        "output_cost_per_reasoning_token": "reasoning",
+    }
+    rows: dict[str, dict[str, float]] = {}
+    for model in models:
+        entry = litellm.model_cost.get(model)
+        if entry is None and "/" in model:
+            entry = litellm.model_cost.get(model.split("/", 1)[1])
+        if entry is None or entry.get("input_cost_per_token") is None:
+            raise ConfigError(f"LiteLLM's cost map has no prices for {model!r}")
+        rows[model] = {
+            ours: entry[theirs] for theirs, ours in fields.items() if entry.get(theirs) is not None
+        }
+    return rows
+
+
+def litellm_version() -> str:
+    from importlib.metadata import version
+
+    return version("litellm")
+
+
+_CALLBACK_LISTS = (
+    "callbacks",
+    "success_callback",
+    "failure_callback",
+    "input_callback",
+    "_async_success_callback",
+    "_async_failure_callback",
+)
+
+
 def _kwargs(route: Route, kwargs: Mapping[str, Any], group: str) -> dict[str, Any]:
     merged = {**kwargs, **route.kwargs}
-    metadata = dict(kwargs.get("metadata") or {})
-    # Label the call for the user's own LiteLLM callbacks, which see every attempt.
-    metadata["policy_router"] = {"route": route.name, "group": group}
-    merged.update(model=route.model, num_retries=0, max_retries=0, metadata=metadata)
+    merged.update(model=route.model, num_retries=0, max_retries=0)
+    # Label the call for the user's own LiteLLM callbacks, which see every attempt. Only
+    # when some are registered: LiteLLM spends ~0.17 ms a call (3%) handling metadata.
+    if any(getattr(litellm, name, None) for name in _CALLBACK_LISTS):
+        metadata = dict(kwargs.get("metadata") or {})
+        metadata["policy_router"] = {"route": route.name, "group": group}
+        merged["metadata"] = metadata
     return merged
 
 

@@ -1,0 +1,142 @@
+"""The state store: spending and route health, behind one small interface.
+
+Policies are immutable values; what changes (money spent and reserved, a route's
+failures and rests) lives here. `InMemoryStore` serves one process and is thread- and
+task-safe: every operation is one short critical section, and no lock is ever held across
+a call to a provider. A shared store (Redis) implements the same methods so that many
+processes share one budget and one breaker; nothing above the store knows which it has.
+
+Every method is atomic: `reserve` checks the cap and reserves in one step, so concurrent
+callers cannot both pass a check that only one of them fits.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+__all__ = ["Health", "InMemoryStore", "SpendState", "Store"]
+
+
+@dataclass(frozen=True, slots=True)
+class SpendState:
+    """What a budget has spent and holds in reservation, in micro-units."""
+
+    spent: int = 0
+    reserved: int = 0
+    calls: int = 0
+    unmeasured: int = 0
+    unbounded: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """One route's health record, on the router's clock.
+
+    `state` is "closed", "open" or "half_open". `rest_until` is when an open route may be
+    probed; `rest` is the length of the last rest (doubled on a failed probe); `probing`
+    is True while one request holds the half-open probe.
+    """
+
+    state: str = "closed"
+    failures: int = 0
+    rest_until: float = 0.0
+    rest: float = 0.0
+    probing: bool = False
+    last_error: str = ""
+    opened: int = 0
+
+
+class Store(Protocol):
+    """What the router needs from a state store. Every method is atomic."""
+
+    def reserve(self, budget: str, amount: int, cap: int | None) -> bool:
+        """Reserve `amount` if spent + reserved + amount stays within `cap` (None: no cap)."""
+        ...
+
+    def settle(
+        self, budget: str, reserved: int, cost: int, *, measured: bool, bounded: bool
+    ) -> None:
+        """Replace a reservation by the call's cost and count the call."""
+        ...
+
+    def release(self, budget: str, reserved: int) -> None:
+        """Give a reservation back: the call cost nothing."""
+        ...
+
+    def spend_state(self, budget: str) -> SpendState: ...
+
+    def health(self, route: str) -> Health: ...
+
+    def update_health(self, route: str, change: Callable[[Health], Health]) -> Health:
+        """Apply `change` to a route's record atomically and return the new record."""
+        ...
+
+    def all_health(self) -> dict[str, Health]: ...
+
+    def reset_health(self, route: str | None = None) -> None: ...
+
+
+class InMemoryStore:
+    """The default store: one process, thread- and task-safe, nothing held across a call."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spend: dict[str, SpendState] = {}
+        self._health: dict[str, Health] = {}
+
+    def reserve(self, budget: str, amount: int, cap: int | None) -> bool:
+        with self._lock:
+            state = self._spend.get(budget, SpendState())
+            if cap is not None and state.spent + state.reserved + amount > cap:
+                return False
+            self._spend[budget] = replace(state, reserved=state.reserved + amount)
+            return True
+
+    def settle(
+        self, budget: str, reserved: int, cost: int, *, measured: bool, bounded: bool
+    ) -> None:
+        with self._lock:
+            state = self._spend.get(budget, SpendState())
+            self._spend[budget] = SpendState(
+                spent=state.spent + cost,
+                reserved=state.reserved - reserved,
+                calls=state.calls + 1,
+                unmeasured=state.unmeasured + (not measured),
+                unbounded=state.unbounded + (not bounded),
+            )
+
+    def release(self, budget: str, reserved: int) -> None:
+        with self._lock:
+            state = self._spend.get(budget, SpendState())
+            self._spend[budget] = replace(state, reserved=state.reserved - reserved)
+
+    def spend_state(self, budget: str) -> SpendState:
+        with self._lock:
+            return self._spend.get(budget, SpendState())
+
+    def health(self, route: str) -> Health:
+        with self._lock:
+            return self._health.get(route, Health())
+
+    def update_health(self, route: str, change: Callable[[Health], Health]) -> Health:
+        with self._lock:
+            new = change(self._health.get(route, Health()))
+            self._health[route] = new
+            return new
+
+    def all_health(self) -> dict[str, Health]:
+        with self._lock:
+            return dict(self._health)
+
+    def reset_health(self, route: str | None = None) -> None:
+        with self._lock:
+            if route is None:
+                self._health.clear()
+            else:
+                self._health.pop(route, None)
+
+    def __repr__(self) -> str:
+        return f"InMemoryStore({len(self._spend)} budgets, {len(self._health)} routes)"
