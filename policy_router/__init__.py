@@ -5,6 +5,7 @@ The public names are re-exported here; everything else is private to the package
 
 from loguru import logger as _logger
 
+from .breaker import Breaker, RestClosed, RestOpened
 from .budget import Budget, Spending
 from .capabilities import Capabilities, Capability
 from .clock import Clock, ManualClock, MonotonicClock
@@ -18,13 +19,16 @@ from .errors import (
     RefusedError,
 )
 from .journey import Attempt, Check, Explanation, Journey, Routed, Skip, Verdict
-from .order import Order, OrderContext, Ordering
+from .observe import LogObserver
+from .order import Fastest, Order, OrderContext, Ordering
+from .preflight import Verdict as PreflightVerdict
 from .prices import Money, Price, PriceTable, Usage
 from .requirements import Requirements
+from .retry import Retry
 from .route import Reach, Route
 from .router import Router
-from .store import InMemoryStore, Store
-from .stream import AsyncRoutedStream, RoutedStream
+from .store import Health, InMemoryStore, Store
+from .stream import AsyncRoutedStream, RoutedStream, StreamRestart
 
 # Quiet by default: LiteLLM users already have plenty of output.
 # `from loguru import logger; logger.enable("policy_router")` turns the lines on.
@@ -34,6 +38,7 @@ __all__ = [
     "AllRestingError",
     "AsyncRoutedStream",
     "Attempt",
+    "Breaker",
     "Budget",
     "Capabilities",
     "Capability",
@@ -42,8 +47,11 @@ __all__ = [
     "ConfigError",
     "DeadlineExceededError",
     "Explanation",
+    "Fastest",
+    "Health",
     "InMemoryStore",
     "Journey",
+    "LogObserver",
     "ManualClock",
     "Money",
     "MonotonicClock",
@@ -53,11 +61,15 @@ __all__ = [
     "Ordering",
     "OverBudgetError",
     "PolicyRouterError",
+    "PreflightVerdict",
     "Price",
     "PriceTable",
     "Reach",
     "RefusedError",
     "Requirements",
+    "RestClosed",
+    "RestOpened",
+    "Retry",
     "Route",
     "Routed",
     "RoutedStream",
@@ -65,6 +77,7 @@ __all__ = [
     "Skip",
     "Spending",
     "Store",
+    "StreamRestart",
     "Usage",
     "Verdict",
 ]

@@ -5,13 +5,14 @@ after it, so no ordering can bring back a route they removed. Every built-in ord
 stable: ties keep the order the routes were written in.
 
 Write your own by implementing `Ordering`: a pure `order(candidates, context)` that
-returns the candidates in the order to try, and an `on_result(route, context, outcome)`
+returns the candidates in the order to try, and an `on_result(route, outcome, elapsed)`
 callback through which any state it keeps advances.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -21,7 +22,17 @@ from .budget import RequestFacts
 if TYPE_CHECKING:
     from .plan import Candidate
 
-__all__ = ["DEFAULT_REPLY_TOKENS", "Order", "OrderContext", "Ordering", "cheapest", "estimate"]
+__all__ = [
+    "DEFAULT_REPLY_TOKENS",
+    "Fastest",
+    "Order",
+    "OrderContext",
+    "Ordering",
+    "cheapest",
+    "estimate",
+    "healthiest",
+    "round_robin",
+]
 
 DEFAULT_REPLY_TOKENS = 512
 """The reply length assumed when ordering by price a request that sets no `max_tokens`.
@@ -37,15 +48,31 @@ class Order(StrEnum):
     """The order the routes were written in."""
     CHEAPEST = "cheapest"
     """Lowest estimated cost of *this* request first; unpriced routes last, as listed."""
+    HEALTHIEST = "healthiest"
+    """Fewest consecutive failures first (needs a breaker to count them)."""
+    ROUND_ROBIN = "round_robin"
+    """Rotates the starting route across calls; concurrent calls start apart."""
+    FASTEST = "fastest"
+    """Best recent success rate and latency first; routes with no history first of all."""
+
+
+def _no_failures(route: str) -> int:
+    return 0
 
 
 @dataclass(frozen=True, slots=True)
 class OrderContext:
-    """What an ordering may look at besides the candidates."""
+    """What an ordering may look at besides the candidates.
+
+    `turn` is this call's number in its group (for rotations); `failures(route)` is the
+    route's count of consecutive failures in the store.
+    """
 
     group: str
     facts: RequestFacts | None
     now: float
+    turn: int = 0
+    failures: Callable[[str], int] = _no_failures
 
 
 @runtime_checkable
@@ -54,7 +81,9 @@ class Ordering(Protocol):
 
     def order(self, candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]: ...
 
-    def on_result(self, route: str, context: OrderContext, outcome: str) -> None: ...
+    def on_result(self, route: str, outcome: str, elapsed: float) -> None:
+        """Told after every attempt: "answered" or the fault's kind, and seconds taken."""
+        ...
 
 
 def estimate(candidate: Candidate, facts: RequestFacts) -> int | None:
@@ -76,3 +105,53 @@ def cheapest(candidates: Sequence[Candidate], facts: RequestFacts) -> list[Candi
     priced = [(e, i, c) for i, c in enumerate(candidates) if (e := estimate(c, facts)) is not None]
     unpriced = [c for c in candidates if c.price is None]
     return [c for _, _, c in sorted(priced, key=lambda t: (t[0], t[1]))] + unpriced
+
+
+def healthiest(candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]:
+    """Fewest consecutive failures first; ties keep written order."""
+    return sorted(candidates, key=lambda c: context.failures(c.name))
+
+
+def round_robin(candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]:
+    """The candidates rotated by the call's turn, so successive calls start one further on."""
+    if not candidates:
+        return []
+    k = context.turn % len(candidates)
+    return [*candidates[k:], *candidates[:k]]
+
+
+class Fastest:
+    """Orders by a recency-weighted score of success rate and latency.
+
+    Each route keeps an exponentially weighted latency (time to answer; for a stream, to
+    its first chunk) and success rate, with weight `alpha` on the newest result. The score
+    is latency divided by success rate, so a fast route that fails often sinks. Routes with
+    no history score zero: they are tried first, in written order, until measured. State
+    advances only in `on_result`; `order` is pure.
+    """
+
+    def __init__(self, alpha: float = 0.3) -> None:
+        self.alpha = alpha
+        self._lock = threading.Lock()
+        self._stats: dict[str, tuple[float, float]] = {}
+
+    def order(self, candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]:
+        with self._lock:
+            stats = dict(self._stats)
+
+        def score(c: Candidate) -> float:
+            latency, success = stats.get(c.name, (0.0, 1.0))
+            return latency / max(success, 0.05)
+
+        return sorted(candidates, key=score)
+
+    def on_result(self, route: str, outcome: str, elapsed: float) -> None:
+        """Fold one attempt's outcome and time into the route's score."""
+        ok = outcome == "answered"
+        with self._lock:
+            latency, success = self._stats.get(route, (elapsed, 1.0))
+            a = self.alpha
+            self._stats[route] = (
+                (1 - a) * latency + a * elapsed if ok else latency,
+                (1 - a) * success + a * (1.0 if ok else 0.0),
+            )

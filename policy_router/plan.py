@@ -9,20 +9,33 @@ a network, and the drivers cannot disagree about policy because they hold none.
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from .budget import Ledger, RequestFacts, Reservation
 from .capabilities import Capabilities
 from .clock import Clock
-from .errors import NoRouteError, OverBudgetError, RefusedError
+from .errors import (
+    AllRestingError,
+    DeadlineExceededError,
+    NoRouteError,
+    OverBudgetError,
+    RefusedError,
+)
 from .journey import Attempt, Check, Explanation, Journey, Skip, Verdict
 from .order import DEFAULT_REPLY_TOKENS
 from .prices import Money, Price, Usage
 from .requirements import Requirements
 from .route import Reach, Route
+
+if TYPE_CHECKING:
+    from .breaker import HealthBook
+    from .deadline import Deadline
+    from .retry import Retry
 
 __all__ = ["Candidate", "Fault", "FaultKind", "Plan", "Send"]
 
@@ -86,6 +99,10 @@ class Send:
     candidate: Candidate
     started: float
     held: Reservation | None = None
+    wait: float = 0.0
+    timeout: float | None = None
+    number: int = 1
+    probe: bool = False
 
     @property
     def route(self) -> Route:
@@ -124,7 +141,8 @@ class Plan:
     """One request's decisions, from the first route considered to the outcome.
 
     Thread-compatible, not thread-safe: one plan belongs to one request. The store behind
-    the ledger is the only shared state it touches, through atomic operations.
+    the ledger and the health book is the only shared state it touches, through atomic
+    operations; it never calls a provider and reads time only from the injected clock.
     """
 
     def __init__(
@@ -137,12 +155,26 @@ class Plan:
         ordering: Ordering | None = None,
         ledger: Ledger | None = None,
         facts: RequestFacts | None = None,
+        health: HealthBook | None = None,
+        retry: Callable[[Route], Retry | None] | None = None,
+        deadline: Deadline | None = None,
+        timeout: float | None = None,
+        emit: Callable[[object], None] | None = None,
+        on_result: Callable[[str, str, float], None] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.group = group
         self.needs = needs
         self._clock = clock
         self._ledger = ledger
         self._facts = facts
+        self._health = health
+        self._retry = retry
+        self.deadline = deadline
+        self._timeout = timeout
+        self._emit = emit or (lambda _record: None)
+        self._on_result = on_result
+        self._rng = rng or random.Random()
         self._started = clock.now()
         self._steps: list[Skip | Attempt] = []
         eligible: list[Candidate] = []
@@ -151,40 +183,76 @@ class Plan:
             if skip is None:
                 eligible.append(c)
             else:
-                self._steps.append(skip)
-        self._queue = deque(ordering(eligible) if ordering else eligible)
+                self._record(skip)
+        # Each entry: the candidate, the wait before sending, and which request it is.
+        self._queue: deque[tuple[Candidate, float, int]] = deque(
+            (c, 0.0, 1) for c in (ordering(eligible) if ordering else eligible)
+        )
         self._answered: Candidate | None = None
         self._stop: Fault | None = None
         self._last_fault: Fault | None = None
+        self.expired = False
+
+    def _record(self, step: Skip | Attempt) -> None:
+        self._steps.append(step)
+        self._emit(step)
 
     # -- what to do next -------------------------------------------------------------------
     def next(self) -> Send | None:
         """The next route to send to, or None when the request is answered or cannot be.
 
-        The budget's reservation for the attempt is taken here, atomically; the outcome
-        methods below settle or release it.
+        Checks run in DESIGN §2's order: breaker, then budget (whose reservation is taken
+        here, atomically), then the deadline. The outcome methods settle or release.
         """
-        if self._answered is not None or self._stop is not None:
+        if self._answered is not None or self._stop is not None or self.expired:
             return None
         while self._queue:
-            candidate = self._queue.popleft()
+            candidate, wait, number = self._queue.popleft()
+            name = candidate.name
+            if self._health is not None:
+                # A retry is checked as of when it will be sent, after its wait.
+                skip = self._health.admit(name, self._clock.now() + wait)
+                if skip is not None:
+                    self._record(skip)
+                    continue
             held = None
             if self._ledger is not None and self._facts is not None:
                 admitted = self._ledger.admit(candidate.route, self._facts)
                 if isinstance(admitted, Skip):
-                    self._steps.append(admitted)
+                    if self._health is not None:
+                        self._health.release(name)
+                    self._record(admitted)
                     continue
                 held = admitted
-            return Send(candidate, self._clock.now(), held)
+            timeout = self._timeout
+            if self.deadline is not None:
+                left = self.deadline.left() - wait
+                if left <= 0:
+                    self._give_back(name, held)
+                    self.expired = True
+                    return None
+                timeout = left if timeout is None else min(timeout, left)
+            return Send(candidate, self._clock.now() + wait, held, wait, timeout, number)
         return None
+
+    def _give_back(self, route: str, held: Reservation | None) -> None:
+        if held is not None and self._ledger is not None:
+            self._ledger.release(held)
+        if self._health is not None:
+            self._health.release(route)
 
     # -- outcomes --------------------------------------------------------------------------
     def answered(self, send: Send, usage: Usage | None = None, *, final: bool = True) -> None:
         """The route answered. For a stream (`final=False`) its first chunk arrived, and
         its cost is settled later by `finished`."""
         cost = self._settle(send, usage) if final else None
-        self._steps.append(
-            Attempt(send.route.name, "answered", elapsed=self._since(send), cost=cost)
+        if self._health is not None:
+            self._health.succeeded(send.route.name)
+        elapsed = self._since(send)
+        if self._on_result is not None:
+            self._on_result(send.route.name, "answered", elapsed)
+        self._record(
+            Attempt(send.route.name, "answered", elapsed=elapsed, wait=send.wait, cost=cost)
         )
         self._answered = send.candidate
 
@@ -197,32 +265,83 @@ class Plan:
     def failed(self, send: Send, fault: Fault) -> None:
         """The route failed with `fault` before answering: release, and decide what next."""
         self._release(send)
-        if fault.kind.falls_through:
-            then = "next route" if self._queue else "no route left"
-        else:
-            self._stop = fault
-            then = (
-                "stopped: another model would fail alike"
-                if fault.kind.about == "request"
-                else "stopped: a refusal is not shopped around"
-            )
         self._last_fault = fault
-        self._steps.append(self._failure(send, fault, then))
+        then = self._after(send, fault)
+        self._record(self._failure(send, fault, then))
+        self._fault_seen(send, fault)
 
-    def failed_after_answer(self, send: Send, fault: Fault, usage: Usage | None = None) -> None:
+    def abandoned(self, send: Send) -> None:
+        """The deadline passed while a sync call was still running on its worker.
+
+        Its reservation stays held and its health unrecorded: `settle_late` settles both
+        when the abandoned call ends.
+        """
+        self.expired = True
+        fault = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")
+        self._last_fault = fault
+        self._record(self._failure(send, fault, "abandoned at the deadline; settles when it ends"))
+
+    def settle_late(self, send: Send, usage: Usage | None, fault: Fault | None) -> None:
+        """An abandoned call ended: charge or release it, and tell the breaker."""
+        if fault is None:
+            self._settle(send, usage)
+            if self._health is not None:
+                self._health.succeeded(send.route.name)
+        else:
+            self._release(send)
+            if self._health is not None:
+                self._health.failed(send.route.name, fault, self._clock.now())
+
+    def _fault_seen(self, send: Send, fault: Fault) -> None:
+        if self._health is not None:
+            self._health.failed(send.route.name, fault, self._clock.now())
+        if self._on_result is not None:
+            self._on_result(send.route.name, fault.kind.value, self._since(send))
+        self._last_fault = fault
+
+    def _after(self, send: Send, fault: Fault) -> str:
+        """What follows a failure: a retry, the next route, or a stop; queues a retry."""
+        if not fault.kind.falls_through:
+            self._stop = fault
+            if fault.kind.about == "request":
+                return "stopped: another model would fail alike"
+            return "stopped: a refusal is not shopped around"
+        if self.deadline is not None and self.deadline.passed():
+            self.expired = True
+            return "deadline passed"
+        policy = self._retry(send.route) if self._retry is not None else None
+        wait = policy.wait(fault, send.number, self._rng) if policy is not None else None
+        if wait is not None:
+            if self.deadline is not None and wait >= self.deadline.left():
+                return f"retry not taken: waiting {wait:.2f} s would pass the deadline"
+            self._queue.appendleft((send.candidate, wait, send.number + 1))
+            return f"retry in {wait:.2f} s"
+        return "next route" if self._queue else "no route left"
+
+    def failed_after_answer(
+        self, send: Send, fault: Fault, usage: Usage | None = None, *, restart: bool = False
+    ) -> bool:
         """A stream that had started failed later: recorded, and the answer is void.
 
         The provider generated (and will bill) part of a reply, so the call is charged: by
         its usage when known, else at its reservation, counted as unmeasured. The failure
-        replaces the attempt's "answered" record: one request, one attempt.
+        replaces the attempt's "answered" record: one request, one attempt. With `restart`
+        the request goes on to the next route when there is one; returns whether it does.
         """
         cost = self._settle(send, usage)
+        if self._health is not None:
+            self._health.failed(send.route.name, fault, self._clock.now())
         self._answered = None
-        self._stop = fault
         self._last_fault = fault
-        failed = self._failure(send, fault, "raised in the stream", cost)
+        restarting = restart and fault.kind.falls_through and bool(self._queue)
+        if not restarting:
+            self._stop = fault
+        then = "restarted from scratch on the next route" if restarting else "raised in the stream"
+        failed = self._failure(send, fault, then, cost)
+        self._emit(failed)
         if not self._replace_answer(send, lambda _: failed):
             self._steps.append(failed)
+        return restarting
 
     def _failure(self, send: Send, fault: Fault, then: str, cost: Money | None = None) -> Attempt:
         return Attempt(
@@ -231,6 +350,7 @@ class Plan:
             status=fault.status,
             error=send.route.redact(fault.message),
             elapsed=self._since(send),
+            wait=send.wait,
             then=then,
             cost=cost,
         )
@@ -279,6 +399,16 @@ class Plan:
         `NoRouteError`, naming what each route lacked.
         """
         journey = self.journey
+        if self.expired and self._answered is None and self.deadline is not None:
+            elapsed = self.deadline.elapsed()
+            error = DeadlineExceededError(
+                f"the deadline of {self.deadline.seconds:g} s passed after {elapsed:.2f} s "
+                f"with no answer. {journey}",
+                elapsed=elapsed,
+                journey=journey,
+            )
+            error.__cause__ = last
+            return error
         if last is not None and journey.attempts:
             if self._last_fault is not None and self._last_fault.kind is FaultKind.REFUSED:
                 refused = RefusedError(
@@ -299,6 +429,15 @@ class Plan:
         )
         if any(s.check is Check.BUDGET for s in journey.skips):
             return OverBudgetError(message + "; nothing was sent", journey=journey)
+        resting = [s for s in journey.skips if s.check is Check.BREAKER]
+        if resting and not last:
+            wakes_in = min(float(s.detail.get("rest_left", 0.0)) for s in resting)
+            return AllRestingError(
+                f"every route that could serve group {self.group!r} is resting; the first "
+                f"wakes in {wakes_in:.1f} s: {reasons}",
+                wakes_in=wakes_in,
+                journey=journey,
+            )
         return NoRouteError(message, journey=journey)
 
 

@@ -8,29 +8,54 @@ core) and drives it: the sync and async drivers below are the same short loop, o
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import threading
+import time
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, Literal, TypeVar
 
 from . import transport
+from .breaker import Breaker, HealthBook
 from .budget import Budget, Ledger, RequestFacts, Spending, prompt_bound
 from .capabilities import resolve
 from .clock import Clock, MonotonicClock
+from .deadline import Deadline, check_seconds
 from .errors import ConfigError, NoRouteError
 from .journey import Explanation, Routed
-from .order import Order, OrderContext, Ordering, cheapest
-from .plan import Candidate, Plan, Send, explain
+from .observe import LogObserver, Observer, fan_out
+from .order import (
+    Fastest,
+    Order,
+    OrderContext,
+    Ordering,
+    cheapest,
+    healthiest,
+    round_robin,
+)
+from .plan import Candidate, Fault, FaultKind, Plan, Send, explain
+from .preflight import Verdict as PreflightVerdict
+from .preflight import preflight_route
 from .prices import PriceTable
 from .requirements import Requirements
+from .retry import Retry
 from .route import Route
-from .store import InMemoryStore, Store
-from .stream import AsyncRoutedStream, RoutedStream
+from .store import Health, InMemoryStore, Store
+from .stream import AsyncRoutedStream, Opened, RoutedStream, StreamRestart
 
 __all__ = ["Router"]
 
 T = TypeVar("T")
 
 # Keywords the router takes out of a call before LiteLLM sees it.
-_POLICY_KWARGS = ("on_device", "needs")
+_POLICY_KWARGS = ("on_device", "needs", "deadline")
+
+# Sync calls under a deadline run here, so the caller can stop waiting at the deadline
+# even while a provider trickles its reply. Threads are created only as calls need them.
+_WORKERS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="policy_router")
 
 # Keywords a caller may not pass: each would let LiteLLM decide what the router decides.
 _REFUSED_KWARGS = {
@@ -75,8 +100,14 @@ class Router:
         *,
         order: Order | str | Ordering = Order.AS_LISTED,
         budget: Budget | None = None,
+        breaker: Breaker | None = None,
+        retry: Retry | None = None,
+        deadline: float | None = None,
         store: Store | None = None,
+        observers: Sequence[Observer] | None = None,
         clock: Clock | None = None,
+        stream_failure: Literal["raise", "restart"] = "raise",
+        on_restart: Callable[[StreamRestart], None] | None = None,
         quiet_litellm: bool = True,
     ) -> None:
         routes = list(routes)
@@ -106,6 +137,22 @@ class Router:
             raise ConfigError(f"budget must be a Budget, got {type(budget).__name__}")
         self._store: Store = store if store is not None else InMemoryStore()
         self._ledger = Ledger(budget, self._store) if budget is not None else None
+        if breaker is not None and not isinstance(breaker, Breaker):
+            raise ConfigError(f"breaker must be a Breaker, got {type(breaker).__name__}")
+        if retry is not None and not isinstance(retry, Retry):
+            raise ConfigError(f"retry must be a Retry, got {type(retry).__name__}")
+        self._retry = retry
+        if stream_failure not in ("raise", "restart"):
+            raise ConfigError(
+                f"stream_failure must be 'raise' or 'restart', got {stream_failure!r}"
+            )
+        self._restart = stream_failure == "restart"
+        self._on_restart = on_restart
+        self._deadline = check_seconds(deadline, "deadline")
+        self._emit = fan_out([LogObserver(), *(observers or ())])
+        self._health = HealthBook(breaker, self._store, self._emit) if breaker else None
+        self._turns: defaultdict[str, itertools.count[int]] = defaultdict(itertools.count)
+        self._turns_lock = threading.Lock()
         self._groups: dict[str, tuple[Candidate, ...]] = {}
         self._by_model: dict[str, tuple[Candidate, ...]] = {}
         for c in candidates:
@@ -138,6 +185,50 @@ class Router:
             raise ConfigError("this router has no budget; build it with budget=Budget(...)")
         return self._ledger.spending()
 
+    def health(self) -> dict[str, Health]:
+        """Every route's health record by name (closed and untouched routes included)."""
+        known = self._store.all_health()
+        return {r.name: known.get(r.name, Health()) for r in self._routes}
+
+    def resting(self) -> dict[str, float]:
+        """Routes resting now, by name, with the seconds of rest left."""
+        now = self._clock.now()
+        return {
+            name: h.rest_until - now
+            for name, h in self.health().items()
+            if h.state == "open" and h.rest_until > now
+        }
+
+    def reset(self, route: str | None = None) -> None:
+        """Forget the health of one route, or of all: they are closed and untried again."""
+        if route is not None and route not in {r.name for r in self._routes}:
+            raise KeyError(f"no route named {route!r}")
+        self._store.reset_health(route)
+
+    def preflight(self, *, live: bool = False) -> dict[str, PreflightVerdict]:
+        """Ready, Denied(why) or Unknown(why) for every route, before any real request.
+
+        Credentials are checked with LiteLLM's environment validation; with `live=True` a
+        one-token request is sent to each route (which costs a little). With a breaker, a
+        Denied route rests for the breaker's `settled` time; Unknown changes nothing.
+        """
+        return {r.name: self._after_preflight(r, preflight_route(r, live)) for r in self._routes}
+
+    async def apreflight(self, *, live: bool = False) -> dict[str, PreflightVerdict]:
+        """The async twin of `preflight`."""
+        verdicts = await asyncio.gather(
+            *(asyncio.to_thread(preflight_route, r, live) for r in self._routes)
+        )
+        return {
+            r.name: self._after_preflight(r, v) for r, v in zip(self._routes, verdicts, strict=True)
+        }
+
+    def _after_preflight(self, route: Route, verdict: PreflightVerdict) -> PreflightVerdict:
+        if verdict.state == "denied" and self._health is not None:
+            fault = Fault(FaultKind.ACCESS, None, route.redact(verdict.why))
+            self._health.failed(route.name, fault, self._clock.now())
+        return verdict
+
     def capabilities(self, route: str) -> frozenset[str]:
         """What the named route can do, as capability names."""
         for cs in self._groups.values():
@@ -163,18 +254,27 @@ class Router:
         group = plan.group
         if call_kwargs.get("stream"):
 
-            def open_stream(send: Send) -> RoutedStream:
+            def open_stream(send: Send) -> Opened:
                 kwargs, strip = _stream_kwargs(call_kwargs, send)
-                source = transport.call(send.route, kwargs, group)
+                source = transport.call(send.route, kwargs, group, send.timeout)
                 iterator = iter(source)
                 first = next(iterator, None)
                 if first is None or transport.is_hollow_first_chunk(first):
                     raise transport.stream_cut_error(send.route, "")
-                return RoutedStream(source, iterator, first, plan, send, strip_usage=strip)
+                return source, iterator, first, strip
 
-            stream, send = _drive(plan, open_stream, final=False)
+            opened, send = _drive(plan, open_stream, final=False)
+            stream = RoutedStream(
+                opened,
+                plan,
+                send,
+                reopen=(lambda: _drive(plan, open_stream, final=False)) if self._restart else None,
+                on_restart=self._on_restart,
+            )
             return Routed(stream, send.route, plan.journey)
-        response, send = _drive(plan, lambda s: transport.call(s.route, call_kwargs, group))
+        response, send = _drive(
+            plan, lambda s: transport.call(s.route, call_kwargs, group, s.timeout)
+        )
         return self._finish(response, send, plan)
 
     async def aroute(
@@ -185,20 +285,27 @@ class Router:
         group = plan.group
         if call_kwargs.get("stream"):
 
-            async def open_stream(send: Send) -> AsyncRoutedStream:
+            async def open_stream(send: Send) -> Opened:
                 kwargs, strip = _stream_kwargs(call_kwargs, send)
-                source = await transport.acall(send.route, kwargs, group)
+                source = await transport.acall(send.route, kwargs, group, send.timeout)
                 iterator = source.__aiter__()
                 first = await anext(iterator, None)
                 if first is None or transport.is_hollow_first_chunk(first):
                     raise transport.stream_cut_error(send.route, "")
-                return AsyncRoutedStream(source, iterator, first, plan, send, strip_usage=strip)
+                return source, iterator, first, strip
 
-            stream, send = await _adrive(plan, open_stream, final=False)
+            opened, send = await _adrive(plan, open_stream, final=False)
+            stream = AsyncRoutedStream(
+                opened,
+                plan,
+                send,
+                reopen=(lambda: _adrive(plan, open_stream, final=False)) if self._restart else None,
+                on_restart=self._on_restart,
+            )
             return Routed(stream, send.route, plan.journey)
 
         async def open_(send: Send) -> Any:
-            return await transport.acall(send.route, call_kwargs, group)
+            return await transport.acall(send.route, call_kwargs, group, send.timeout)
 
         response, send = await _adrive(plan, open_)
         return self._finish(response, send, plan)
@@ -235,6 +342,8 @@ class Router:
 
     def _needs(self, messages: Any, kwargs: Mapping[str, Any]) -> Requirements:
         _check_call(messages, kwargs)
+        check_seconds(kwargs.get("deadline"), "deadline")
+        check_seconds(kwargs.get("timeout"), "timeout")
         on_device = kwargs.get("on_device", False)
         if not isinstance(on_device, bool):
             raise ConfigError(f"on_device must be True or False, got {on_device!r}")
@@ -250,6 +359,8 @@ class Router:
         call_kwargs = {k: v for k, v in kwargs.items() if k not in _POLICY_KWARGS}
         call_kwargs["messages"] = messages
         facts = self._facts(call_kwargs)
+        seconds = kwargs.get("deadline", self._deadline)
+        timeout = call_kwargs.get("timeout")
         plan = Plan(
             group,
             candidates,
@@ -258,8 +369,17 @@ class Router:
             ordering=self._ordering(group, facts),
             ledger=self._ledger,
             facts=facts,
+            health=self._health,
+            retry=self._retry_for,
+            deadline=Deadline(self._clock.now(), seconds, self._clock) if seconds else None,
+            timeout=float(timeout) if isinstance(timeout, int | float) else None,
+            emit=self._emit,
+            on_result=self._order.on_result if isinstance(self._order, Ordering) else None,
         )
         return plan, call_kwargs
+
+    def _retry_for(self, route: Route) -> Retry | None:
+        return route.retry if isinstance(route.retry, Retry) else self._retry
 
     def _facts(self, kwargs: Mapping[str, Any], *, explaining: bool = False) -> RequestFacts | None:
         """Measure the request once, and only what a price decision needs: the token count
@@ -284,8 +404,19 @@ class Router:
         if order is Order.CHEAPEST:
             assert facts is not None
             return lambda cs: cheapest(cs, facts)
-        context = OrderContext(group, facts, self._clock.now())
-        return lambda cs: order.order(cs, context)
+        with self._turns_lock:
+            turn = next(self._turns[group])
+        store = self._store
+        context = OrderContext(
+            group, facts, self._clock.now(), turn, lambda name: store.health(name).failures
+        )
+        if order is Order.HEALTHIEST:
+            return lambda cs: healthiest(cs, context)
+        if order is Order.ROUND_ROBIN:
+            return lambda cs: round_robin(cs, context)
+        ordering = order
+        assert isinstance(ordering, Ordering)
+        return lambda cs: ordering.order(cs, context)
 
     def __repr__(self) -> str:
         lines = [f"Router({len(self._routes)} routes in {len(self._groups)} groups)"]
@@ -297,12 +428,20 @@ class Router:
         return "\n".join(lines)
 
 
+class _Abandoned(Exception):
+    """The deadline passed while a sync call was still running on its worker."""
+
+
 def _drive(plan: Plan, open_: Callable[[Send], T], *, final: bool = True) -> tuple[T, Send]:
     """The sync driver: ask the plan, send, tell it the outcome, until answered or done."""
     last: BaseException | None = None
     while (send := plan.next()) is not None:
+        if send.wait:
+            time.sleep(send.wait)
         try:
-            result = open_(send)
+            result = open_(send) if plan.deadline is None else _within(plan, send, open_, final)
+        except _Abandoned:
+            break
         except Exception as exc:
             fault = transport.classify(exc)
             if fault is None:
@@ -318,13 +457,21 @@ def _drive(plan: Plan, open_: Callable[[Send], T], *, final: bool = True) -> tup
 async def _adrive(
     plan: Plan, open_: Callable[[Send], Awaitable[T]], *, final: bool = True
 ) -> tuple[T, Send]:
-    """The async driver: the same loop as `_drive`, awaiting the call."""
+    """The async driver: the same loop as `_drive`; the deadline cancels the attempt."""
     last: BaseException | None = None
     while (send := plan.next()) is not None:
+        if send.wait:
+            await asyncio.sleep(send.wait)
         try:
-            result = await open_(send)
+            if plan.deadline is None:
+                result = await open_(send)
+            else:
+                async with asyncio.timeout(plan.deadline.left()):
+                    result = await open_(send)
         except Exception as exc:
             fault = transport.classify(exc)
+            if fault is None and isinstance(exc, TimeoutError):
+                fault = _DEADLINE
             if fault is None:
                 raise
             plan.failed(send, fault)
@@ -335,9 +482,47 @@ async def _adrive(
     raise plan.error(last)
 
 
+_DEADLINE = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")
+
+
+def _within(plan: Plan, send: Send, open_: Callable[[Send], T], final: bool) -> T:
+    """Run one sync attempt on a worker; stop waiting for it at the deadline.
+
+    An abandoned call keeps running (a thread cannot be cancelled), and settles its cost
+    and health when it ends.
+    """
+    assert plan.deadline is not None
+    future = _WORKERS.submit(open_, send)
+    try:
+        return future.result(timeout=plan.deadline.left())
+    except FutureTimeout:
+        plan.abandoned(send)
+        future.add_done_callback(lambda f: _settle_late(plan, send, f, final))
+        raise _Abandoned from None
+
+
+def _settle_late(plan: Plan, send: Send, future: Future[Any], final: bool) -> None:
+    error = future.exception()
+    if error is not None:
+        plan.settle_late(send, None, transport.classify(error) or _DEADLINE)
+        return
+    result = future.result()
+    if final:
+        plan.settle_late(send, transport.usage_of(result), None)
+    else:
+        # A stream opened after the caller left: nobody will read it. It is closed and
+        # charged its reservation, since the provider was generating for it.
+        close = getattr(result[1], "close", None)
+        if close is not None:
+            close()
+        plan.settle_late(send, None, None)
+
+
 def _order(order: Order | str | Ordering, routes: Sequence[Route]) -> Order | Ordering:
     if isinstance(order, Ordering) and not isinstance(order, str):
         return order
+    if order == Order.FASTEST:
+        return Fastest()
     try:
         chosen = Order(order)
     except ValueError:

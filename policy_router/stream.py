@@ -9,15 +9,34 @@ reason was cut short and raises too, rather than passing for a complete answer.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
+
+from loguru import logger
 
 from . import transport
 from .journey import Journey
 from .plan import FaultKind, Plan, Send
 from .prices import Usage
 
-__all__ = ["AsyncRoutedStream", "RoutedStream"]
+__all__ = ["AsyncRoutedStream", "RoutedStream", "StreamRestart"]
+
+# What a stream's opener hands back: the source, its iterator, the first chunk, and
+# whether to strip the usage chunk the caller did not ask for.
+Opened = tuple[Any, Any, Any, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRestart:
+    """Told to `on_restart` before a restarted answer's first chunk: discard what you had.
+
+    `chunks_seen` is how many chunks of the failed route's answer the caller received.
+    """
+
+    failed_route: str
+    next_route: str
+    chunks_seen: int
 
 
 class _Watch:
@@ -33,10 +52,12 @@ class _Watch:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.done = False
+        self.chunks = 0
         self.passes(first)
 
     def passes(self, chunk: Any) -> bool:
         """Record what the chunk says; False for a usage chunk the caller did not ask for."""
+        self.chunks += 1
         usage = transport.usage_of(chunk)
         if usage is not None:
             self.usage = usage
@@ -61,11 +82,11 @@ class _Watch:
         return chunk
 
     def ended(self) -> BaseException | None:
-        """The source is exhausted: None for a clean end, else the error to raise."""
+        """The source is exhausted: None for a clean end, else the cut-short error."""
         if self.done:
             return None
         if self.finish_reason is None:
-            return self.failed(transport.stream_cut_error(self.send.route, "".join(self.parts)))
+            return transport.stream_cut_error(self.send.route, "".join(self.parts))
         self.done = True
         self.plan.finished(self.send, self.usage)
         return None
@@ -76,8 +97,9 @@ class _Watch:
             self.done = True
             self.plan.finished(self.send, self.usage)
 
-    def failed(self, exc: BaseException) -> BaseException:
-        """Record a failure after the first chunk and dress the exception with the journey."""
+    def failed(self, exc: BaseException, restart: bool = False) -> BaseException | None:
+        """Record a failure after the first chunk. Returns the exception to raise, dressed
+        with the journey, or None when the request restarts on the next route."""
         if self.done:
             return exc
         self.done = True
@@ -87,11 +109,30 @@ class _Watch:
             return exc
         if fault.kind is not FaultKind.STREAM_CUT:
             fault = type(fault)(FaultKind.STREAM_CUT, fault.status, fault.message)
-        self.plan.failed_after_answer(self.send, fault, self.usage)
+        if self.plan.failed_after_answer(self.send, fault, self.usage, restart=restart):
+            return None
         journey = self.plan.journey
         exc.journey = journey  # type: ignore[attr-defined]
         exc.add_note(f"policy_router: {journey}")
         return exc
+
+    def restarted(
+        self, opened: Opened, send: Send, on_restart: Callable[[StreamRestart], None] | None
+    ) -> _Watch:
+        """The watch for the next route's answer, after telling the caller to start over."""
+        notice = StreamRestart(self.send.route.name, send.route.name, self.chunks)
+        if on_restart is not None:
+            on_restart(notice)
+        elif self.chunks:
+            logger.warning(
+                "policy_router: {} failed after {} chunks; the answer restarts from scratch on "
+                "{} (pass on_restart= to be told)",
+                notice.failed_route,
+                notice.chunks_seen,
+                notice.next_route,
+            )
+        source, _, first, strip = opened
+        return _Watch(source, first, self.plan, send, strip)
 
     @property
     def hidden_params(self) -> dict[str, Any]:
@@ -105,42 +146,60 @@ class RoutedStream(Iterator[Any]):
 
     Iterate it as you would LiteLLM's `CustomStreamWrapper`. `journey` and
     `_hidden_params["policy_router"]` give the request's journey; `text` is the content
-    received so far. It does not restart on another route after a failure.
+    received so far. By default a failure after the first chunk is raised here; with
+    `Router(stream_failure="restart")` the answer starts again from scratch on the next
+    route, after `on_restart` is told. Two models' text is never spliced silently.
     """
 
     def __init__(
         self,
-        source: Any,
-        iterator: Iterator[Any],
-        first: Any,
+        opened: Opened,
         plan: Plan,
         send: Send,
         *,
-        strip_usage: bool = False,
+        reopen: Callable[[], tuple[Opened, Send]] | None = None,
+        on_restart: Callable[[StreamRestart], None] | None = None,
     ) -> None:
-        self._watch = _Watch(source, first, plan, send, strip_usage)
-        self._it = iterator
+        source, iterator, first, strip = opened
+        self._watch = _Watch(source, first, plan, send, strip)
+        self._it: Iterator[Any] = iterator
+        self._reopen = reopen
+        self._on_restart = on_restart
 
     def __iter__(self) -> RoutedStream:
         return self
 
     def __next__(self) -> Any:
-        w = self._watch
-        if w.pending is not None:
-            return w.take_pending()
-        while not w.done:
+        while True:
+            w = self._watch
+            if w.pending is not None:
+                return w.take_pending()
+            if w.done:
+                raise StopIteration
             try:
                 chunk = next(self._it)
             except StopIteration:
                 error = w.ended()
-                if error is not None:
-                    raise error from None
-                raise
+                if error is None:
+                    raise
+                self._fail(error)
+                continue
             except Exception as exc:
-                raise w.failed(exc)  # noqa: B904 - the same exception, dressed with the journey
+                self._fail(exc)
+                continue
             if w.passes(chunk):
                 return chunk
-        raise StopIteration
+
+    def _fail(self, exc: BaseException) -> None:
+        error = self._watch.failed(exc, restart=self._reopen is not None)
+        if error is exc:
+            raise error
+        if error is not None:
+            raise error from None
+        assert self._reopen is not None
+        opened, send = self._reopen()
+        self._watch = self._watch.restarted(opened, send, self._on_restart)
+        self._it = opened[1]
 
     def close(self) -> None:
         """Stop reading: the connection is released and the call's cost settled."""
@@ -159,20 +218,25 @@ class RoutedStream(Iterator[Any]):
     def journey(self) -> Journey:
         return self._watch.plan.journey
 
-    def __del__(self) -> None:
-        # A stream dropped unread still settles its reservation: nothing stays held.
-        watch = getattr(self, "_watch", None)
-        if watch is not None:
-            watch.closed()
+    @property
+    def route(self) -> str:
+        """The route whose answer is being streamed now."""
+        return self._watch.send.route.name
 
     @property
     def text(self) -> str:
-        """The content received so far."""
+        """The content received so far (of the current answer, after a restart)."""
         return "".join(self._watch.parts)
 
     @property
     def _hidden_params(self) -> dict[str, Any]:
         return self._watch.hidden_params
+
+    def __del__(self) -> None:
+        # A stream dropped unread still settles its reservation: nothing stays held.
+        watch = getattr(self, "_watch", None)
+        if watch is not None:
+            watch.closed()
 
 
 class AsyncRoutedStream(AsyncIterator[Any]):
@@ -180,37 +244,53 @@ class AsyncRoutedStream(AsyncIterator[Any]):
 
     def __init__(
         self,
-        source: Any,
-        iterator: AsyncIterator[Any],
-        first: Any,
+        opened: Opened,
         plan: Plan,
         send: Send,
         *,
-        strip_usage: bool = False,
+        reopen: Callable[[], Awaitable[tuple[Opened, Send]]] | None = None,
+        on_restart: Callable[[StreamRestart], None] | None = None,
     ) -> None:
-        self._watch = _Watch(source, first, plan, send, strip_usage)
-        self._it = iterator
+        source, iterator, first, strip = opened
+        self._watch = _Watch(source, first, plan, send, strip)
+        self._it: AsyncIterator[Any] = iterator
+        self._reopen = reopen
+        self._on_restart = on_restart
 
     def __aiter__(self) -> AsyncRoutedStream:
         return self
 
     async def __anext__(self) -> Any:
-        w = self._watch
-        if w.pending is not None:
-            return w.take_pending()
-        while not w.done:
+        while True:
+            w = self._watch
+            if w.pending is not None:
+                return w.take_pending()
+            if w.done:
+                raise StopAsyncIteration
             try:
                 chunk = await self._it.__anext__()
             except StopAsyncIteration:
                 error = w.ended()
-                if error is not None:
-                    raise error from None
-                raise
+                if error is None:
+                    raise
+                await self._fail(error)
+                continue
             except Exception as exc:
-                raise w.failed(exc)  # noqa: B904 - the same exception, dressed with the journey
+                await self._fail(exc)
+                continue
             if w.passes(chunk):
                 return chunk
-        raise StopAsyncIteration
+
+    async def _fail(self, exc: BaseException) -> None:
+        error = self._watch.failed(exc, restart=self._reopen is not None)
+        if error is exc:
+            raise error
+        if error is not None:
+            raise error from None
+        assert self._reopen is not None
+        opened, send = await self._reopen()
+        self._watch = self._watch.restarted(opened, send, self._on_restart)
+        self._it = opened[1]
 
     async def aclose(self) -> None:
         """Stop reading: the connection is released and the call's cost settled."""
@@ -229,17 +309,21 @@ class AsyncRoutedStream(AsyncIterator[Any]):
     def journey(self) -> Journey:
         return self._watch.plan.journey
 
-    def __del__(self) -> None:
-        # A stream dropped unread still settles its reservation: nothing stays held.
-        watch = getattr(self, "_watch", None)
-        if watch is not None:
-            watch.closed()
+    @property
+    def route(self) -> str:
+        """The route whose answer is being streamed now."""
+        return self._watch.send.route.name
 
     @property
     def text(self) -> str:
-        """The content received so far."""
+        """The content received so far (of the current answer, after a restart)."""
         return "".join(self._watch.parts)
 
     @property
     def _hidden_params(self) -> dict[str, Any]:
         return self._watch.hidden_params
+
+    def __del__(self) -> None:
+        watch = getattr(self, "_watch", None)
+        if watch is not None:
+            watch.closed()

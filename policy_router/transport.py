@@ -30,6 +30,8 @@ __all__ = [
     "cost_map_rows",
     "count_tokens",
     "litellm_version",
+    "missing_credentials",
+    "ping",
     "usage_of",
     "is_hollow_first_chunk",
     "classify",
@@ -149,6 +151,44 @@ def cost_map_rows(models: list[str]) -> dict[str, dict[str, float]]:
     return rows
 
 
+def missing_credentials(route: Route) -> list[str]:
+    """Environment variables LiteLLM needs for the route and cannot find.
+
+    A key or base given on the route itself counts as present.
+    """
+    try:
+        found = litellm.validate_environment(
+            model=route.model,
+            api_key=route.kwargs.get("api_key"),
+            api_base=route.kwargs.get("api_base"),
+        )
+    except Exception:
+        return []
+    missing = [str(k) for k in found.get("missing_keys") or []]
+    if route.kwargs.get("api_key"):
+        missing = [k for k in missing if "KEY" not in k.upper() and "TOKEN" not in k.upper()]
+    if route.kwargs.get("api_base"):
+        missing = [k for k in missing if "BASE" not in k.upper()]
+    return missing
+
+
+def ping(route: Route) -> Fault | None:
+    """One cheap live request (one token of output); None when it answered."""
+    try:
+        call(
+            route,
+            {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1},
+            "preflight",
+            timeout=10.0,
+        )
+    except Exception as exc:
+        fault = classify(exc)
+        if fault is None:
+            raise
+        return fault
+    return None
+
+
 def litellm_version() -> str:
     from importlib.metadata import version
 
@@ -177,14 +217,25 @@ def _kwargs(route: Route, kwargs: Mapping[str, Any], group: str) -> dict[str, An
     return merged
 
 
-def call(route: Route, kwargs: Mapping[str, Any], group: str) -> Any:
-    """One request through `litellm.completion` (a `ModelResponse` or a stream wrapper)."""
-    return litellm.completion(**_kwargs(route, kwargs, group))
+def call(route: Route, kwargs: Mapping[str, Any], group: str, timeout: float | None = None) -> Any:
+    """One request through `litellm.completion` (a `ModelResponse` or a stream wrapper).
+
+    `timeout`, when given, replaces the call's own (it is already the shorter of the two).
+    """
+    merged = _kwargs(route, kwargs, group)
+    if timeout is not None:
+        merged["timeout"] = timeout
+    return litellm.completion(**merged)
 
 
-async def acall(route: Route, kwargs: Mapping[str, Any], group: str) -> Any:
+async def acall(
+    route: Route, kwargs: Mapping[str, Any], group: str, timeout: float | None = None
+) -> Any:
     """One request through `litellm.acompletion`."""
-    return await litellm.acompletion(**_kwargs(route, kwargs, group))
+    merged = _kwargs(route, kwargs, group)
+    if timeout is not None:
+        merged["timeout"] = timeout
+    return await litellm.acompletion(**merged)
 
 
 def stream_cut_error(route: Route, text: str) -> Exception:

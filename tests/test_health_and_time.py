@@ -1,0 +1,333 @@
+"""Breaker, retries, deadlines, orderings and preflight end to end against FakeProvider."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import litellm
+import pytest
+from loguru import logger
+
+from policy_router import (
+    AllRestingError,
+    Breaker,
+    ConfigError,
+    DeadlineExceededError,
+    ManualClock,
+    Order,
+    OrderContext,
+    Retry,
+    Router,
+)
+from policy_router.breaker import RestOpened
+from policy_router.journey import Attempt, Skip
+from policy_router.plan import Candidate
+from policy_router.testing import Cut, Fail, FakeProvider, Hang, Reply, Trickle
+
+from .conftest import MESSAGES, fake_route
+from .test_router import run
+
+
+def test_half_open_lets_exactly_one_of_50_concurrent_requests_probe(fake: FakeProvider) -> None:
+    """After the rest, one request probes the route while 49 concurrent ones skip it."""
+    clock = ManualClock()
+    fake.script("a", Fail(503), Hang(0.5))
+    router = Router(
+        [fake_route(fake, "a"), fake_route(fake, "b")],
+        breaker=Breaker(failures=1, cooldown=10),
+        clock=clock,
+    )
+    router.completion(model="g", messages=MESSAGES)
+    assert router.resting() == {"openai/a": 10.0}
+    clock.advance(10)
+
+    async def fifty() -> list[Any]:
+        return await asyncio.gather(
+            *(router.aroute(model="g", messages=MESSAGES) for _ in range(50))
+        )
+
+    routed = asyncio.run(fifty())
+    assert fake.requests("a") == 2  # the first failure, then exactly one probe
+    assert sorted(r.route.name for r in routed).count("openai/a") == 1
+    assert router.health()["openai/a"].state == "closed"
+
+
+def test_a_route_failing_for_ten_minutes_costs_one_request_per_rest(fake: FakeProvider) -> None:
+    """A dead route is probed once per rest period, shown by FakeProvider's counter."""
+    clock = ManualClock()
+    fake.script("dead", *[Fail(503)] * 1000)
+    router = Router(
+        [fake_route(fake, "dead"), fake_route(fake, "alive")],
+        breaker=Breaker(failures=1, cooldown=30, max_cooldown=30),
+        clock=clock,
+    )
+    for _ in range(120):  # a request every 5 s for 10 minutes
+        assert router.route(model="g", messages=MESSAGES).route.name == "openai/alive"
+        clock.advance(5)
+    assert fake.requests("dead") == 600 // 30
+    assert fake.requests("alive") == 120
+
+
+def test_every_route_resting_is_all_resting_error_saying_when(fake: FakeProvider) -> None:
+    """When every route that could serve rests, the error is transient and says when."""
+    clock = ManualClock()
+    fake.script("a", Fail(429, retry_after=40))
+    fake.script("b", Fail(429, retry_after=20))
+    router = Router([fake_route(fake, "a"), fake_route(fake, "b")], breaker=Breaker(), clock=clock)
+    with pytest.raises(litellm.RateLimitError):
+        router.completion(model="g", messages=MESSAGES)
+    clock.advance(5)
+    with pytest.raises(AllRestingError, match=r"first wakes in 15\.0 s") as caught:
+        router.completion(model="g", messages=MESSAGES)
+    assert caught.value.wakes_in == 15.0
+    assert fake.requests() == 2
+    router.reset()
+    assert router.resting() == {}
+
+
+def test_retry_sends_exactly_attempts_requests_then_falls_through(fake: FakeProvider) -> None:
+    """Retry(attempts=3) sends three requests to the route, then the next route answers."""
+    fake.script("a", Fail(503), Fail(500), Fail(502))
+    router = Router(
+        [fake_route(fake, "a"), fake_route(fake, "b")],
+        retry=Retry(attempts=3, backoff=0.01, jitter=False),
+    )
+    routed = router.route(model="g", messages=MESSAGES)
+    assert (fake.requests("a"), fake.requests("b")) == (3, 1)
+    assert [(a.route, a.wait, a.then) for a in routed.journey.attempts] == [
+        ("openai/a", 0.0, "retry in 0.01 s"),
+        ("openai/a", 0.01, "retry in 0.02 s"),
+        ("openai/a", 0.02, "next route"),
+        ("openai/b", 0.0, "returned"),
+    ]
+
+
+def test_retry_honours_retry_after_and_never_retries_a_bad_request(fake: FakeProvider) -> None:
+    """A 429 with Retry-After: 1 is retried after a second; a 400 is not retried at all."""
+    fake.script("a", Fail(429, retry_after=1), Reply("second time"))
+    router = Router(
+        [fake_route(fake, "a", retry=Retry(attempts=2)), fake_route(fake, "b")],
+        breaker=Breaker(),
+    )
+    started = time.monotonic()
+    routed = router.route(model="g", messages=MESSAGES)
+    assert time.monotonic() - started >= 1.0
+    assert routed.route.name == "openai/a" and routed.journey.attempts[1].wait == 1.0
+    fake.script("a", Fail(400))
+    with pytest.raises(litellm.BadRequestError):
+        router.completion(model="g", messages=MESSAGES)
+    assert fake.requests("a") == 3 and fake.requests("b") == 0
+
+
+DRIVERS = ("sync", "async", "stream", "astream")
+SLOW_PROVIDERS = {
+    "silent": Hang(30),
+    "trickling": Trickle(Reply("a b c d e f g h i j k l m n o p"), pieces=40, gap=0.25),
+}
+
+
+def open_request(router: Router, driver: str, **kw: Any) -> Any:
+    """Route one request until the router hands back an answer or a stream (not read)."""
+    kw = {"model": "g", "messages": MESSAGES, **kw}
+    stream = {"stream": True} if "stream" in driver else {}
+    if driver.startswith("a"):
+        return asyncio.run(router.aroute(**kw, **stream))
+    return router.route(**kw, **stream)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("provider", SLOW_PROVIDERS)
+def test_deadline_ends_the_request_in_time(fake: FakeProvider, provider: str, driver: str) -> None:
+    """A silent or trickling provider with a 30 s timeout cannot hold a 2 s deadline up.
+
+    A stream's deadline covers the wait for its first chunk: a trickling stream is handed
+    over at once, and from then on the caller owns the pace.
+    """
+    fake.script("slow", SLOW_PROVIDERS[provider])
+    router = Router([fake_route(fake, "slow")], deadline=2.0)
+    started = time.monotonic()
+    if provider == "trickling" and "stream" in driver:
+        routed = open_request(router, driver, timeout=30)
+        assert routed.route.name == "openai/slow"
+    else:
+        with pytest.raises(DeadlineExceededError) as caught:
+            open_request(router, driver, timeout=30)
+        assert caught.value.elapsed >= 2.0
+    assert time.monotonic() - started < 3.0  # 2.0-2.2 s measured here; loaded machines vary
+    assert fake.requests("slow") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_per_attempt_timeout_leaves_time_for_the_fallback(fake: FakeProvider, driver: str) -> None:
+    """With timeout=1 per attempt, a silent first route yields to the fallback in time."""
+    fake.script("slow", Hang(30))
+    router = Router([fake_route(fake, "slow"), fake_route(fake, "fallback")], deadline=2.0)
+    started = time.monotonic()
+    routed, text = run(router, driver, timeout=1)
+    assert time.monotonic() - started < 2.0  # 1.3 s measured here
+    assert routed.route.name == "openai/fallback" and text == "Hello from FakeProvider."
+
+
+def test_an_abandoned_sync_call_still_settles_its_health(fake: FakeProvider) -> None:
+    """The worker left running at the deadline reports its outcome to the breaker later."""
+    fake.script("slow", Trickle(Reply("late"), pieces=4, gap=0.3))
+    router = Router([fake_route(fake, "slow")], deadline=0.5, breaker=Breaker(failures=1))
+    with pytest.raises(DeadlineExceededError) as caught:
+        router.completion(model="g", messages=MESSAGES, timeout=30)
+    assert "abandoned at the deadline" in str(caught.value)
+    deadline = time.monotonic() + 5
+    while router.health()["openai/slow"].state == "closed" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        # It answered, late: a success keeps the breaker closed and clean.
+        if fake.requests("slow") == 1 and router.health()["openai/slow"].failures == 0:
+            break
+    assert router.health()["openai/slow"].failures == 0
+
+
+@pytest.mark.parametrize("value", [0, -1, "soon"])
+def test_bad_deadline_is_refused_before_sending(fake: FakeProvider, value: Any) -> None:
+    """deadline <= 0 (or not a number) is a ConfigError naming it, nothing sent."""
+    with pytest.raises(ConfigError, match="deadline must be a number of seconds > 0"):
+        Router([fake_route(fake, "a")]).completion(model="g", messages=MESSAGES, deadline=value)
+    with pytest.raises(ConfigError, match="deadline must be"):
+        Router([fake_route(fake, "a")], deadline=value)
+    assert fake.requests() == 0
+
+
+def test_healthiest_and_round_robin_orderings(fake: FakeProvider) -> None:
+    """HEALTHIEST prefers fewer failures; ROUND_ROBIN starts one further on each call."""
+    fake.script("a", Fail(503))
+    healthy = Router(
+        [fake_route(fake, "a"), fake_route(fake, "b")],
+        order=Order.HEALTHIEST,
+        breaker=Breaker(failures=5),
+    )
+    assert healthy.route(model="g", messages=MESSAGES).route.name == "openai/b"
+    assert healthy.route(model="g", messages=MESSAGES).route.name == "openai/b"
+    rr = Router([fake_route(fake, n) for n in ("x", "y", "z")], order="round_robin")
+    names = [rr.route(model="g", messages=MESSAGES).route.name for _ in range(4)]
+    assert names == ["openai/x", "openai/y", "openai/z", "openai/x"]
+
+
+def test_fastest_learns_from_results(fake: FakeProvider) -> None:
+    """FASTEST tries unmeasured routes first, then prefers the one that answered fastest."""
+    fake.script("slow", Hang(0.3))
+    router = Router([fake_route(fake, "slow"), fake_route(fake, "quick")], order=Order.FASTEST)
+    first = [router.route(model="g", messages=MESSAGES).route.name for _ in range(2)]
+    assert first == ["openai/slow", "openai/quick"]
+    assert router.route(model="g", messages=MESSAGES).route.name == "openai/quick"
+
+
+class Reverse:
+    """A caller's own ordering: the routes backwards, counting results."""
+
+    def __init__(self) -> None:
+        self.results: list[tuple[str, str]] = []
+
+    def order(self, candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]:
+        return list(reversed(candidates))
+
+    def on_result(self, route: str, outcome: str, elapsed: float) -> None:
+        self.results.append((route, outcome))
+
+
+def test_custom_ordering_cannot_bring_back_a_removed_route(fake: FakeProvider) -> None:
+    """A caller's ordering reorders what the checks left; the floor still holds."""
+    ordering = Reverse()
+    router = Router(
+        [
+            fake_route(fake, "local1"),
+            fake_route(fake, "vendor", reach="vendor"),
+            fake_route(fake, "local2"),
+        ],
+        order=ordering,
+    )
+    routed = router.route(model="g", messages=MESSAGES, on_device=True)
+    assert routed.route.name == "openai/local2"
+    assert fake.requests("vendor") == 0
+    assert ordering.results == [("openai/local2", "answered")]
+
+
+def test_observers_get_frozen_records_and_the_log_warns_once(fake: FakeProvider) -> None:
+    """Skips, attempts and rests reach observers; the first rest is a WARNING with the text."""
+    seen: list[object] = []
+    lines: list[str] = []
+    fake.script("a", Fail(503, "upstream melted"), Fail(503))
+    clock = ManualClock()
+    router = Router(
+        [fake_route(fake, "a"), fake_route(fake, "b")],
+        breaker=Breaker(failures=1, cooldown=1),
+        observers=[seen.append],
+        clock=clock,
+    )
+    logger.enable("policy_router")
+    sink = logger.add(lambda m: lines.append(m.record["level"].name + " " + m), level="DEBUG")
+    try:
+        router.completion(model="g", messages=MESSAGES)
+        clock.advance(1)
+        router.completion(model="g", messages=MESSAGES)
+    finally:
+        logger.remove(sink)
+        logger.disable("policy_router")
+    kinds = [type(r).__name__ for r in seen]
+    assert kinds == ["Attempt", "RestOpened", "Attempt", "Attempt", "RestOpened", "Attempt"]
+    assert isinstance(seen[1], RestOpened) and seen[1].first
+    assert isinstance(seen[2], Attempt) and isinstance(seen[0], Attempt | Skip)
+    warnings = [line for line in lines if line.startswith("WARNING")]
+    assert len(warnings) == 1 and "upstream melted" in warnings[0]
+
+
+def test_preflight_denies_missing_credentials_and_rests_them(
+    fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A route without its key is Denied before any request, and rests under a breaker."""
+    from policy_router import Route
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    keyless = Route("openai/gpt-4o-mini", group="g")
+    router = Router([keyless, fake_route(fake, "a")], breaker=Breaker(settled=600))
+    verdicts = router.preflight()
+    assert verdicts["openai/gpt-4o-mini"].state == "denied"
+    assert "OPENAI_API_KEY" in verdicts["openai/gpt-4o-mini"].why
+    assert verdicts["openai/a"].state == "ready"
+    assert router.resting()["openai/gpt-4o-mini"] > 590
+    fake.script("a", Fail(401))
+    live = asyncio.run(router.apreflight(live=True))
+    assert live["openai/a"].state == "denied" and fake.requests("a") == 1
+
+
+@pytest.mark.parametrize("driver", ["stream", "astream"])
+def test_restart_starts_the_answer_again_on_the_next_route(fake: FakeProvider, driver: str) -> None:
+    """With stream_failure='restart' a cut answer restarts from scratch, after on_restart."""
+    from policy_router import StreamRestart
+
+    notices: list[StreamRestart] = []
+    fake.script("a", Cut(after=3, reply=Reply("first model says")))
+    fake.script("b", Reply("second model answers"))
+    router = Router(
+        [fake_route(fake, "a"), fake_route(fake, "b")],
+        stream_failure="restart",
+        on_restart=notices.append,
+    )
+    routed, text = run(router, driver)
+    assert notices == [StreamRestart("openai/a", "openai/b", 3)]
+    assert text == "first model" + "second model answers"  # the caller saw both, and was told
+    journey = routed.response.journey
+    assert [(a.route, a.outcome) for a in journey.attempts] == [
+        ("openai/a", "stream_cut"),
+        ("openai/b", "answered"),
+    ]
+    assert fake.requests("a") == fake.requests("b") == 1
+
+
+def test_restart_without_a_next_route_raises_in_the_stream(fake: FakeProvider) -> None:
+    """With no route left to restart on, the failure is raised inside the stream."""
+    fake.script("a", Cut(after=2))
+    router = Router([fake_route(fake, "a")], stream_failure="restart")
+    with pytest.raises(litellm.ServiceUnavailableError):
+        run(router, "stream")
