@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import litellm
 from _fake import fake_in_child
 
-from policy_router import Budget, PriceTable, Route, Router
+from policy_router import Breaker, Budget, PriceTable, Route, Router
 
 MESSAGES = [{"role": "user", "content": "Say hello."}]
 CAPS = {"tools": True, "streaming": True}
@@ -51,6 +51,7 @@ def build(base: str) -> dict[str, Callable[[], Awaitable[Any]]]:
     router = Router(routes)
     # A cap no benchmark run reaches: every call reserves, settles and is charged.
     budgeted = Router(routes, budget=Budget("1000000"))
+    guarded = Router(routes, budget=Budget("1000000"), breaker=Breaker(), deadline=20.0)
     lrouter = litellm.Router(
         model_list=[
             {
@@ -72,6 +73,9 @@ def build(base: str) -> dict[str, Callable[[], Awaitable[Any]]]:
         ),
         "router.acompletion (3 routes)": lambda: router.acompletion(model="g", messages=MESSAGES),
         "router.acompletion + budget": lambda: budgeted.acompletion(
+            model="g", messages=MESSAGES, max_tokens=64
+        ),
+        "+ breaker + deadline": lambda: guarded.acompletion(
             model="g", messages=MESSAGES, max_tokens=64
         ),
         "litellm.Router.acompletion": lambda: lrouter.acompletion(model="g", messages=MESSAGES),
