@@ -137,6 +137,21 @@ def static_skip(candidate: Candidate, needs: Requirements) -> Skip | None:
     return None
 
 
+def sift(
+    candidates: Sequence[Candidate], needs: Requirements
+) -> tuple[list[Candidate], list[Skip]]:
+    """Split candidates into those the static checks keep and the skips of the others."""
+    eligible: list[Candidate] = []
+    skips: list[Skip] = []
+    for c in candidates:
+        skip = static_skip(c, needs)
+        if skip is None:
+            eligible.append(c)
+        else:
+            skips.append(skip)
+    return eligible, skips
+
+
 class Plan:
     """One request's decisions, from the first route considered to the outcome.
 
@@ -177,13 +192,9 @@ class Plan:
         self._rng = rng or random.Random()
         self._started = clock.now()
         self._steps: list[Skip | Attempt] = []
-        eligible: list[Candidate] = []
-        for c in candidates:
-            skip = static_skip(c, needs)
-            if skip is None:
-                eligible.append(c)
-            else:
-                self._record(skip)
+        eligible, skips = sift(candidates, needs)
+        for skip in skips:
+            self._record(skip)
         # Each entry: the candidate, the wait before sending, and which request it is.
         self._queue: deque[tuple[Candidate, float, int]] = deque(
             (c, 0.0, 1) for c in (ordering(eligible) if ordering else eligible)
@@ -453,14 +464,8 @@ def explain(
 
     Nothing is sent and nothing is reserved: the budget is asked what it would do now.
     """
-    skips: dict[str, Skip] = {}
-    eligible: list[Candidate] = []
-    for c in candidates:
-        skip = static_skip(c, needs)
-        if skip is None:
-            eligible.append(c)
-        else:
-            skips[c.name] = skip
+    eligible, skipped = sift(candidates, needs)
+    skips = {s.route: s for s in skipped}
     verdicts: list[Verdict] = []
     for c in ordering(eligible) if ordering else eligible:
         reason = f"{c.route.reach.value}; can do {c.capabilities.describe()}"

@@ -141,7 +141,37 @@ class _Watch:
         return params
 
 
-class RoutedStream(Iterator[Any]):
+class _Routed:
+    """What both stream flavours show: the journey, the route, the text so far."""
+
+    _watch: _Watch
+
+    @property
+    def journey(self) -> Journey:
+        return self._watch.plan.journey
+
+    @property
+    def route(self) -> str:
+        """The route whose answer is being streamed now."""
+        return self._watch.send.route.name
+
+    @property
+    def text(self) -> str:
+        """The content received so far (of the current answer, after a restart)."""
+        return "".join(self._watch.parts)
+
+    @property
+    def _hidden_params(self) -> dict[str, Any]:
+        return self._watch.hidden_params
+
+    def __del__(self) -> None:
+        # A stream dropped unread still settles its reservation: nothing stays held.
+        watch = getattr(self, "_watch", None)
+        if watch is not None:
+            watch.closed()
+
+
+class RoutedStream(_Routed, Iterator[Any]):
     """A sync stream of LiteLLM `ModelResponseStream` chunks from the route that answered.
 
     Iterate it as you would LiteLLM's `CustomStreamWrapper`. `journey` and
@@ -214,32 +244,8 @@ class RoutedStream(Iterator[Any]):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @property
-    def journey(self) -> Journey:
-        return self._watch.plan.journey
 
-    @property
-    def route(self) -> str:
-        """The route whose answer is being streamed now."""
-        return self._watch.send.route.name
-
-    @property
-    def text(self) -> str:
-        """The content received so far (of the current answer, after a restart)."""
-        return "".join(self._watch.parts)
-
-    @property
-    def _hidden_params(self) -> dict[str, Any]:
-        return self._watch.hidden_params
-
-    def __del__(self) -> None:
-        # A stream dropped unread still settles its reservation: nothing stays held.
-        watch = getattr(self, "_watch", None)
-        if watch is not None:
-            watch.closed()
-
-
-class AsyncRoutedStream(AsyncIterator[Any]):
+class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
     """The async twin of `RoutedStream`: `async for chunk in stream`."""
 
     def __init__(
@@ -304,26 +310,3 @@ class AsyncRoutedStream(AsyncIterator[Any]):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    @property
-    def journey(self) -> Journey:
-        return self._watch.plan.journey
-
-    @property
-    def route(self) -> str:
-        """The route whose answer is being streamed now."""
-        return self._watch.send.route.name
-
-    @property
-    def text(self) -> str:
-        """The content received so far (of the current answer, after a restart)."""
-        return "".join(self._watch.parts)
-
-    @property
-    def _hidden_params(self) -> dict[str, Any]:
-        return self._watch.hidden_params
-
-    def __del__(self) -> None:
-        watch = getattr(self, "_watch", None)
-        if watch is not None:
-            watch.closed()
