@@ -301,11 +301,11 @@ class Plan:
         else:
             self._release(send)
             if self._health is not None:
-                self._health.failed(send.route.name, fault, self._clock.now())
+                self._health.failed(send.route.name, _redacted(send, fault), self._clock.now())
 
     def _fault_seen(self, send: Send, fault: Fault) -> None:
         if self._health is not None:
-            self._health.failed(send.route.name, fault, self._clock.now())
+            self._health.failed(send.route.name, _redacted(send, fault), self._clock.now())
         if self._on_result is not None:
             self._on_result(send.route.name, fault.kind.value, self._since(send))
         self._last_fault = fault
@@ -341,7 +341,7 @@ class Plan:
         """
         cost = self._settle(send, usage)
         if self._health is not None:
-            self._health.failed(send.route.name, fault, self._clock.now())
+            self._health.failed(send.route.name, _redacted(send, fault), self._clock.now())
         self._answered = None
         self._last_fault = fault
         restarting = restart and fault.kind.falls_through and bool(self._queue)
@@ -486,3 +486,8 @@ def explain(
         if c.name in skips
     ]
     return Explanation(group, needs, tuple(verdicts))
+
+
+def _redacted(send: Send, fault: Fault) -> Fault:
+    """The fault with the route's secrets taken out of its text, for the health record."""
+    return replace(fault, message=send.route.redact(fault.message))

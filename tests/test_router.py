@@ -11,6 +11,7 @@ import litellm
 import pytest
 
 from policy_router import (
+    Breaker,
     ConfigError,
     NoRouteError,
     Reach,
@@ -332,7 +333,7 @@ def test_secrets_never_appear_in_repr_journey_or_errors(fake: FakeProvider) -> N
     fake.script("first", Fail(401, leaky))
     fake.script("middle", Fail(503))
     fake.script("last", Fail(500, f"boom {KEY_PREFIX}last"))
-    router = three(fake)
+    router = Router([fake_route(fake, n) for n in NAMES], breaker=Breaker(failures=1))
     with pytest.raises(litellm.InternalServerError) as caught:
         router.completion(model="g", messages=MESSAGES)
     journey = caught.value.journey  # type: ignore[attr-defined]
@@ -342,8 +343,10 @@ def test_secrets_never_appear_in_repr_journey_or_errors(fake: FakeProvider) -> N
         str(journey),
         repr(journey),
         *caught.value.__notes__,
+        repr(router.health()),
     ]
     assert all(KEY_PREFIX not in t for t in texts)
+    assert router.health()["openai/last"].last_error == "boom ***"
     assert journey.attempts[0].error == "Incorrect API key provided: ***"
 
 
