@@ -1,4 +1,7 @@
-"""`python -m policy_router demo`: the router on an embedded FakeProvider, no keys needed.
+"""`policy-router demo|check|explain|prices` (or `python -m policy_router ...`).
+
+`demo` runs the router on an embedded FakeProvider, no keys needed; `check`, `explain` and
+`prices` read a policy file and send nothing (unless `check --preflight`).
 
 Set `LITELLM_LOCAL_MODEL_COST_MAP=True` in the environment (as `make demo` does) so that
 LiteLLM's import does not try to download its price map.
@@ -8,12 +11,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import PolicyRouterError
+from .config import load as config_load
+from .errors import ConfigError, PolicyRouterError
 from .journey import Journey, Routed
+from .prices import Money, PriceTable
 from .route import Reach, Route
 from .router import Router
 from .testing import Fail, FakeProvider, Reply
@@ -119,15 +125,155 @@ def _why(journey: Journey) -> str:
     return "; ".join(parts) or "-"
 
 
+def _build(path: str) -> tuple[Router, list[str]]:
+    routes, policies, missing = config_load(path)
+    return Router(routes, **policies), missing
+
+
+def check(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    """Every problem with a config, nothing sent; exit 1 when there is one."""
+    try:
+        router, problems = _build(args.config)
+    except ConfigError as error:
+        problems, router = [str(error)], None
+    if router is not None:
+        problems += router.check(max_age_days=args.max_age)
+        if args.preflight:
+            problems += [
+                f"{name}: {verdict}"
+                for name, verdict in router.preflight(live=True).items()
+                if verdict.state != "ready"
+            ]
+    if args.json:
+        out(json.dumps({"ok": not problems, "problems": problems}, indent=2))
+    elif problems:
+        out(f"{args.config}: {len(problems)} problem{'s' * (len(problems) != 1)}")
+        out("\n".join(f"  - {p}" for p in problems))
+    else:
+        out(f"{args.config}: no problems found")
+    return 1 if problems else 0
+
+
+def explain_cmd(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    """The verdict for every route of a group for a described request; nothing sent."""
+    router, _ = _build(args.config)
+    content: Any = "x " * max(args.prompt_tokens, 1)
+    if args.images:
+        content = [
+            {"type": "text", "text": content},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        ]
+    kwargs: dict[str, Any] = {"messages": [{"role": "user", "content": content}]}
+    if args.tools:
+        kwargs["tools"] = TOOLS
+    if args.max_tokens:
+        kwargs["max_tokens"] = args.max_tokens
+    if args.on_device:
+        kwargs["on_device"] = True
+    explanation = router.explain(model=args.model, **kwargs)
+    if args.json:
+        out(
+            json.dumps(
+                {
+                    "group": explanation.group,
+                    "needs": explanation.requirements.describe(),
+                    "verdicts": [
+                        {
+                            "route": v.route,
+                            "position": v.position,
+                            "check": v.check.value if v.check else None,
+                            "reason": v.reason,
+                        }
+                        for v in explanation.verdicts
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        out(str(explanation))
+    return 0
+
+
+def prices(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    """The rows of the price tables in use (the shipped default without a config)."""
+    if args.config:
+        router, _ = _build(args.config)
+        tables = {id(r.prices): r.prices for r in router.routes if r.prices is not None}
+        in_use = list(tables.values())
+    else:
+        in_use = [PriceTable.default()]
+    rows = [
+        {
+            "table": t.name,
+            "model": model,
+            "currency": t.currency,
+            "input": str(Money(p.input, t.currency)),
+            "output": str(Money(p.output, t.currency)),
+            "as_of": (p.as_of or t.as_of).isoformat(),
+            "source": p.source or t.source,
+        }
+        for t in in_use
+        for model, p in t.rows.items()
+    ]
+    if args.json:
+        out(json.dumps(rows, indent=2))
+        return 0
+    out("per million tokens")
+    header = {
+        "model": "model",
+        "input": "input",
+        "output": "output",
+        "as_of": "as of",
+        "source": "source",
+    }
+    width = {k: max(len(str(r[k])) for r in [header, *rows]) for k in ("model", "input", "output")}
+    for r in [header, *rows]:
+        out(
+            f"{r['model']:<{width['model']}}  {r['input']:>{width['input']}}  "
+            f"{r['output']:>{width['output']}}  {r['as_of']}  {r['source']}"
+        )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: `policy-router demo`."""
+    """The command line: `policy-router demo|check|explain|prices`."""
     parser = argparse.ArgumentParser(prog="policy-router", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("demo", help="route a few requests on an embedded FakeProvider")
+    p_check = commands.add_parser("check", help="list what is wrong with a config; exit 1 if any")
+    p_check.add_argument("config")
+    p_check.add_argument(
+        "--max-age",
+        type=int,
+        default=None,
+        metavar="DAYS",
+        help="report price tables older than this many days",
+    )
+    p_check.add_argument(
+        "--preflight", action="store_true", help="also send each route a one-token request"
+    )
+    p_explain = commands.add_parser("explain", help="every route's verdict; nothing sent")
+    p_explain.add_argument("config")
+    p_explain.add_argument("--model", required=True, help="the group to explain")
+    p_explain.add_argument("--tools", action="store_true")
+    p_explain.add_argument("--images", action="store_true")
+    p_explain.add_argument("--on-device", action="store_true")
+    p_explain.add_argument("--prompt-tokens", type=int, default=100)
+    p_explain.add_argument("--max-tokens", type=int, default=None)
+    p_prices = commands.add_parser("prices", help="the rows of the price tables in use")
+    p_prices.add_argument("config", nargs="?")
+    for p in (p_check, p_explain, p_prices):
+        p.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo()
-    return 2  # pragma: no cover - argparse rejects unknown commands first
+    try:
+        handler = {"check": check, "explain": explain_cmd, "prices": prices}[args.command]
+        return handler(args, print)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from datetime import date
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from . import transport
@@ -23,6 +25,8 @@ from .breaker import Breaker, HealthBook
 from .budget import Budget, Ledger, RequestFacts, Spending, prompt_bound
 from .capabilities import resolve
 from .clock import Clock, MonotonicClock
+from .config import load as config_load
+from .config import model_list_routes
 from .deadline import Deadline, check_seconds
 from .errors import ConfigError, NoRouteError
 from .journey import Explanation, Routed
@@ -98,7 +102,7 @@ class Router:
         self,
         routes: Iterable[Route],
         *,
-        order: Order | str | Ordering = Order.AS_LISTED,
+        order: Order | str | Ordering | Mapping[str, Order | str | Ordering] = Order.AS_LISTED,
         budget: Budget | None = None,
         breaker: Breaker | None = None,
         retry: Retry | None = None,
@@ -132,7 +136,15 @@ class Router:
             )
             for r in self._routes
         ]
-        self._order = _order(order, self._routes)
+        if isinstance(order, Mapping):
+            unknown = set(order) - set(self._groups_of(self._routes))
+            if unknown:
+                raise ConfigError(f"order names groups no route is in: {sorted(unknown)}")
+            self._orders = {g: _order(o, self._routes) for g, o in order.items()}
+            self._order: Order | Ordering = Order.AS_LISTED
+        else:
+            self._orders = {}
+            self._order = _order(order, self._routes)
         if budget is not None and not isinstance(budget, Budget):
             raise ConfigError(f"budget must be a Budget, got {type(budget).__name__}")
         self._store: Store = store if store is not None else InMemoryStore()
@@ -158,6 +170,31 @@ class Router:
         for c in candidates:
             self._groups[c.route.group] = (*self._groups.get(c.route.group, ()), c)
             self._by_model[c.route.model] = (*self._by_model.get(c.route.model, ()), c)
+
+    @classmethod
+    def from_config(cls, config: str | Path | Mapping[str, Any], **overrides: Any) -> Router:
+        """Build a router from a policy file (YAML or TOML) or a mapping of the same shape.
+
+        Every error names its place in the file and the fix. An `os.environ/NAME` secret
+        whose variable is not set is an error here; `policy-router check` lists them all.
+        Keyword arguments (`clock=`, `observers=`, ...) are passed to the constructor.
+        """
+        routes, policies, missing = config_load(config)
+        if missing:
+            raise ConfigError("; ".join(missing))
+        return cls(routes, **{**policies, **overrides})
+
+    @classmethod
+    def from_litellm_model_list(
+        cls, model_list: Sequence[Mapping[str, Any]], **policies: Any
+    ) -> Router:
+        """Build a router from LiteLLM Router's own `model_list`, unchanged.
+
+        `model_name` → group, `litellm_params` → route kwargs, `model_info` → capabilities
+        (its `supports_*` flags) and reach. Policies (`order=`, `budget=`, `breaker=`, ...)
+        are keyword arguments, as for the constructor.
+        """
+        return cls(model_list_routes(model_list), **policies)
 
     # -- what the router holds -------------------------------------------------------------
     @property
@@ -228,6 +265,46 @@ class Router:
             fault = Fault(FaultKind.ACCESS, None, route.redact(verdict.why))
             self._health.failed(route.name, fault, self._clock.now())
         return verdict
+
+    def check(self, *, max_age_days: int | None = None, today: date | None = None) -> list[str]:
+        """What is wrong with this router's configuration, one sentence per problem.
+
+        Unusable routes (unknown model, nothing declared), missing credentials, routes a
+        budget will always refuse (unpriced, or priced in another currency), and price
+        tables older than `max_age_days`. Nothing is sent. An empty list means no problem
+        was found, not that every provider will answer: `preflight(live=True)` asks them.
+        """
+        problems = [f"{name}: unusable: {why}" for name, why in self.unusable().items()]
+        for r in self._routes:
+            missing = transport.missing_credentials(r)
+            if missing:
+                problems.append(f"{r.name}: missing credentials: {', '.join(missing)}")
+            if self._ledger is not None:
+                budget = self._ledger.budget
+                table = r.prices
+                if table is None or table.price_for(r.model) is None:
+                    if budget.unpriced == "refuse":
+                        where = "no price table" if table is None else f"no row in {table.name}"
+                        problems.append(
+                            f"{r.name}: unpriced ({where}) under a budget that refuses "
+                            "unpriced routes: no request can reach it"
+                        )
+                elif table.currency != budget.cap.currency:
+                    problems.append(
+                        f"{r.name}: priced in {table.currency}, the budget is in "
+                        f"{budget.cap.currency}: no request can reach it"
+                    )
+        if max_age_days is not None:
+            tables = {id(r.prices): r.prices for r in self._routes if r.prices is not None}
+            for table in tables.values():
+                age = table.age_days(today)
+                if age > max_age_days:
+                    problems.append(
+                        f"price table {table.name}: {age} days old (as of "
+                        f"{table.as_of.isoformat()}), older than {max_age_days}: re-check "
+                        f"it against {table.source}"
+                    )
+        return problems
 
     def capabilities(self, route: str) -> frozenset[str]:
         """What the named route can do, as capability names."""
@@ -314,7 +391,7 @@ class Router:
         """The verdict for every route of the group for this request. Nothing is sent."""
         group, candidates = self._group(model)
         needs = self._needs(messages, kwargs)
-        facts = self._facts({**kwargs, "messages": messages}, explaining=True)
+        facts = self._facts(group, {**kwargs, "messages": messages}, explaining=True)
         return explain(group, candidates, needs, self._ordering(group, facts), self._ledger, facts)
 
     # -- the parts both drivers share --------------------------------------------------------
@@ -358,7 +435,7 @@ class Router:
         needs = self._needs(messages, kwargs)
         call_kwargs = {k: v for k, v in kwargs.items() if k not in _POLICY_KWARGS}
         call_kwargs["messages"] = messages
-        facts = self._facts(call_kwargs)
+        facts = self._facts(group, call_kwargs)
         seconds = kwargs.get("deadline", self._deadline)
         timeout = call_kwargs.get("timeout")
         plan = Plan(
@@ -374,17 +451,28 @@ class Router:
             deadline=Deadline(self._clock.now(), seconds, self._clock) if seconds else None,
             timeout=float(timeout) if isinstance(timeout, int | float) else None,
             emit=self._emit,
-            on_result=self._order.on_result if isinstance(self._order, Ordering) else None,
+            on_result=order.on_result
+            if isinstance(order := self._order_of(group), Ordering)
+            else None,
         )
         return plan, call_kwargs
 
     def _retry_for(self, route: Route) -> Retry | None:
         return route.retry if isinstance(route.retry, Retry) else self._retry
 
-    def _facts(self, kwargs: Mapping[str, Any], *, explaining: bool = False) -> RequestFacts | None:
+    def _order_of(self, group: str) -> Order | Ordering:
+        return self._orders.get(group, self._order)
+
+    @staticmethod
+    def _groups_of(routes: Sequence[Route]) -> set[str]:
+        return {r.group for r in routes}
+
+    def _facts(
+        self, group: str, kwargs: Mapping[str, Any], *, explaining: bool = False
+    ) -> RequestFacts | None:
         """Measure the request once, and only what a price decision needs: the token count
         orders routes (and explains), the byte bound holds the budget."""
-        count = explaining or self._order is Order.CHEAPEST
+        count = explaining or self._order_of(group) is Order.CHEAPEST
         if self._ledger is None and not count:
             return None
         image_tokens = self._ledger.budget.image_tokens if self._ledger else 0
@@ -398,7 +486,7 @@ class Router:
     def _ordering(
         self, group: str, facts: RequestFacts | None
     ) -> Callable[[Sequence[Candidate]], Sequence[Candidate]] | None:
-        order = self._order
+        order = self._order_of(group)
         if order is Order.AS_LISTED:
             return None
         if order is Order.CHEAPEST:

@@ -29,6 +29,7 @@ __all__ = [
     "check_globals",
     "cost_map_rows",
     "count_tokens",
+    "litellm_kwargs",
     "litellm_version",
     "missing_credentials",
     "ping",
@@ -187,6 +188,22 @@ def ping(route: Route) -> Fault | None:
             raise
         return fault
     return None
+
+
+def litellm_kwargs() -> frozenset[str]:
+    """Every keyword argument `litellm.completion` understands, for config validation."""
+    global _LITELLM_KWARGS
+    if _LITELLM_KWARGS is None:
+        import inspect
+
+        from litellm.types.utils import all_litellm_params
+
+        names = set(inspect.signature(litellm.completion).parameters) | set(all_litellm_params)
+        _LITELLM_KWARGS = frozenset(names - {"model", "messages", "kwargs"})
+    return _LITELLM_KWARGS
+
+
+_LITELLM_KWARGS: frozenset[str] | None = None
 
 
 def litellm_version() -> str:

@@ -1,0 +1,283 @@
+"""Configuration files: a policy in YAML, TOML or a dict, and LiteLLM Router's `model_list`.
+
+The schema is strict (pydantic, `extra="forbid"`): a typo is an error naming its place in
+the file, such as `groups.smart.routes[2].reach`, and the fix. A route may carry any
+LiteLLM keyword argument (`api_version`, `extra_headers`, ...), passed through as written;
+a key that is neither a route field nor a LiteLLM argument is refused. Secrets are given by
+reference, LiteLLM's way: `api_key: os.environ/OPENAI_API_KEY`. A literal key in a file is
+accepted with a warning, because files get committed.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from . import transport
+from .breaker import Breaker
+from .budget import Budget
+from .errors import ConfigError
+from .order import Order
+from .prices import PriceTable, _parse
+from .retry import Retry
+from .route import Route, _is_secret_name
+
+__all__ = ["load", "model_list_routes", "routes_and_policies"]
+
+ENV_PREFIX = "os.environ/"
+_ROUTE_FIELDS = {"model", "name", "reach", "capabilities", "prices", "retry"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RetrySpec(_Strict):
+    attempts: int = 2
+    backoff: float = 0.5
+    max_backoff: float = 8.0
+    jitter: bool = True
+
+
+class RouteSpec(BaseModel):
+    """One route: our fields, plus any LiteLLM keyword argument."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    model: str
+    name: str | None = None
+    reach: Literal["on_device", "vendor"] | None = None
+    capabilities: dict[str, bool] | None = None
+    prices: str | dict[str, Any] | None = None
+    retry: RetrySpec | None = None
+
+    @model_validator(mode="after")
+    def _known_kwargs(self) -> RouteSpec:
+        known = transport.litellm_kwargs()
+        for key in self.model_extra or {}:
+            if key not in known:
+                raise ValueError(
+                    f"{key!r} is neither a route field ({', '.join(sorted(_ROUTE_FIELDS))}) "
+                    "nor a LiteLLM argument"
+                )
+        return self
+
+
+class GroupSpec(_Strict):
+    order: Order = Order.AS_LISTED
+    routes: list[RouteSpec] = Field(min_length=1)
+
+
+class BudgetSpec(_Strict):
+    cap: str
+    currency: str = "USD"
+    unpriced: Literal["refuse", "allow"] = "refuse"
+
+
+class BreakerSpec(_Strict):
+    failures: int = 3
+    cooldown: float = 30.0
+    max_cooldown: float = 8 * 3600.0
+    settled: float = 3600.0
+
+
+class PolicySpec(_Strict):
+    groups: dict[str, GroupSpec] = Field(min_length=1)
+    price_tables: dict[str, str | dict[str, Any]] = Field(default_factory=dict)
+    budget: BudgetSpec | None = None
+    breaker: BreakerSpec | None = None
+    retry: RetrySpec | None = None
+    deadline: float | None = Field(default=None, gt=0)
+    store: dict[str, Any] | None = None
+
+
+def _where(loc: Sequence[int | str]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _validation_error(error: ValidationError, source: str) -> ConfigError:
+    lines = []
+    for e in error.errors():
+        loc = [
+            p
+            for p in e["loc"]
+            if p not in ("str", "dict[str,any]", "function-after[_known_kwargs(), RouteSpec]")
+        ]
+        message = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            message = "unknown key; remove it or check its spelling"
+        lines.append(f"{_where(loc)}: {message}")
+    return ConfigError(f"{source}: " + "; ".join(dict.fromkeys(lines)))
+
+
+def _secret(value: Any, where: str, missing: list[str]) -> Any:
+    """Resolve `os.environ/NAME`; record a missing variable rather than guess."""
+    if isinstance(value, str) and value.startswith(ENV_PREFIX):
+        name = value.removeprefix(ENV_PREFIX)
+        resolved = os.environ.get(name)
+        if resolved is None:
+            missing.append(f"{where}: environment variable {name} is not set")
+        return resolved
+    return value
+
+
+def _tables(spec: PolicySpec, base: Path) -> dict[str, PriceTable]:
+    tables: dict[str, PriceTable] = {}
+    for name, value in spec.price_tables.items():
+        tables[name] = _table(value, base, f"price_tables.{name}")
+    return tables
+
+
+def _table(value: str | dict[str, Any], base: Path, where: str) -> PriceTable:
+    if isinstance(value, dict):
+        return PriceTable.from_dict(value, name=where)
+    if value == "default":
+        return PriceTable.default()
+    path = Path(value) if Path(value).is_absolute() else base / value
+    if not path.exists():
+        raise ConfigError(f"{where}: no price table file at {path}")
+    return PriceTable.load(path)
+
+
+def routes_and_policies(
+    data: Mapping[str, Any], *, source: str = "config", base: Path | None = None
+) -> tuple[list[Route], dict[str, Any], list[str]]:
+    """Parse a policy mapping into routes, Router keyword arguments and unresolved secrets.
+
+    Raises `ConfigError` for anything malformed. Environment variables that are not set
+    are returned as problems (the `check` command lists them; `Router.from_config` raises).
+    """
+    try:
+        spec = PolicySpec.model_validate(data)
+    except ValidationError as error:
+        raise _validation_error(error, source) from None
+    base = base or Path.cwd()
+    tables = _tables(spec, base)
+    missing: list[str] = []
+    routes: list[Route] = []
+    orders: dict[str, Order] = {}
+    for group, gspec in spec.groups.items():
+        orders[group] = gspec.order
+        for i, r in enumerate(gspec.routes):
+            where = f"groups.{group}.routes[{i}]"
+            extra = {
+                key: _secret(value, f"{where}.{key}", missing)
+                for key, value in (r.model_extra or {}).items()
+            }
+            for key, value in (r.model_extra or {}).items():
+                if (
+                    _is_secret_name(key)
+                    and isinstance(value, str)
+                    and not value.startswith(ENV_PREFIX)
+                ):
+                    warnings.warn(
+                        f"{source}: {where}.{key} is a literal secret; write "
+                        f"{key}: os.environ/NAME and keep the key out of the file",
+                        UserWarning,
+                        stacklevel=3,
+                    )
+            prices = None
+            if isinstance(r.prices, str) and r.prices in tables:
+                prices = tables[r.prices]
+            elif r.prices is not None:
+                prices = _table(r.prices, base, f"{where}.prices")
+            try:
+                routes.append(
+                    Route(
+                        r.model,
+                        group=group,
+                        name=r.name,
+                        reach=r.reach,
+                        capabilities=r.capabilities,
+                        prices=prices,
+                        retry=Retry(**r.retry.model_dump()) if r.retry else None,
+                        **{k: v for k, v in extra.items() if v is not None},
+                    )
+                )
+            except ConfigError as error:
+                raise ConfigError(f"{source}: {where}: {error}") from None
+    if spec.store is not None:
+        raise ConfigError(
+            f"{source}: store: a shared store (Redis) is not available in this version; "
+            "remove store: to keep health and spending in memory"
+        )
+    policies: dict[str, Any] = {
+        "order": orders,
+        "budget": Budget(spec.budget.cap, spec.budget.currency, unpriced=spec.budget.unpriced)
+        if spec.budget
+        else None,
+        "breaker": Breaker(**spec.breaker.model_dump()) if spec.breaker else None,
+        "retry": Retry(**spec.retry.model_dump()) if spec.retry else None,
+        "deadline": spec.deadline,
+    }
+    return routes, policies, missing
+
+
+def load(config: str | Path | Mapping[str, Any]) -> tuple[list[Route], dict[str, Any], list[str]]:
+    """Read a policy from a YAML/TOML file or take a mapping; see `routes_and_policies`."""
+    if isinstance(config, Mapping):
+        return routes_and_policies(config)
+    path = Path(config)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read it ({error.strerror})") from None
+    data = _parse(text, path)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: a policy file is a mapping with groups: at the top")
+    return routes_and_policies(data, source=str(path), base=path.parent)
+
+
+_CAPABILITY_KEYS = {
+    "supports_function_calling": "tools",
+    "supports_vision": "images",
+    "supports_response_schema": "structured_output",
+    "supports_prompt_caching": "prompt_caching",
+    "supports_reasoning": "thinking",
+    "supports_native_streaming": "streaming",
+}
+
+
+def model_list_routes(model_list: Sequence[Mapping[str, Any]]) -> list[Route]:
+    """Routes from LiteLLM Router's own `model_list`.
+
+    `model_name` becomes the group, `litellm_params` the route's kwargs (with
+    `os.environ/NAME` resolved as LiteLLM does), and `model_info`'s `supports_*` flags its
+    capabilities; `model_info.reach` may declare `on_device` or `vendor`. Router-level
+    keys such as `rpm`, `tpm` and `order` are LiteLLM Router's own and are ignored.
+    """
+    routes = []
+    for i, entry in enumerate(model_list):
+        where = f"model_list[{i}]"
+        if not isinstance(entry, Mapping) or "model_name" not in entry:
+            raise ConfigError(f"{where}: each entry needs model_name and litellm_params")
+        params = dict(entry.get("litellm_params") or {})
+        if "model" not in params:
+            raise ConfigError(f"{where}.litellm_params: model is missing")
+        for key in ("rpm", "tpm", "order", "weight", "max_parallel_requests"):
+            params.pop(key, None)
+        missing: list[str] = []
+        params = {k: _secret(v, f"{where}.litellm_params.{k}", missing) for k, v in params.items()}
+        info = dict(entry.get("model_info") or {})
+        capabilities = {
+            ours: bool(info[theirs]) for theirs, ours in _CAPABILITY_KEYS.items() if theirs in info
+        }
+        model = params.pop("model")
+        routes.append(
+            Route(
+                model,
+                group=str(entry["model_name"]),
+                reach=info.get("reach"),
+                capabilities=capabilities or None,
+                **{k: v for k, v in params.items() if v is not None},
+            )
+        )
+    return routes

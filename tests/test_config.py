@@ -1,0 +1,228 @@
+"""Policy files, LiteLLM's model_list, and the check/explain/prices commands."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policy_router import Breaker, Budget, ConfigError, Order, Router
+from policy_router.__main__ import main
+from policy_router.testing import Fail, FakeProvider
+
+from .conftest import MESSAGES
+
+
+def policy(fake: FakeProvider, **extra: Any) -> dict[str, Any]:
+    return {
+        "groups": {
+            "smart": {
+                "order": "cheapest",
+                "routes": [
+                    {
+                        "model": "openai/a",
+                        "api_base": fake.base_url,
+                        "api_key": "os.environ/FAKE_KEY",
+                        "prices": "mine",
+                        "capabilities": {"tools": True},
+                    },
+                    {
+                        "model": "openai/b",
+                        "api_base": fake.base_url,
+                        "api_key": "os.environ/FAKE_KEY",
+                        "prices": "mine",
+                        "capabilities": {"tools": True},
+                        "retry": {"attempts": 2, "jitter": False, "backoff": 0.01},
+                    },
+                ],
+            }
+        },
+        "price_tables": {
+            "mine": {
+                "currency": "USD",
+                "as_of": "2026-11-01",
+                "source": "test",
+                "models": {
+                    "openai/a": {"input": "2", "output": "2"},
+                    "openai/b": {"input": "1", "output": "1"},
+                },
+            },
+        },
+        "budget": {"cap": "1.00", "currency": "USD"},
+        "breaker": {"failures": 2, "cooldown": 10},
+        "deadline": 20,
+        **extra,
+    }
+
+
+def test_a_policy_dict_builds_a_working_router(
+    fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Groups, order, tables, budget, breaker, retry and deadline all take effect."""
+    monkeypatch.setenv("FAKE_KEY", "sk-from-env")
+    fake.script("b", Fail(503))
+    router = Router.from_config(policy(fake))
+    routed = router.route(model="smart", messages=MESSAGES, max_tokens=10)
+    assert [a.route for a in routed.journey.attempts] == ["openai/b", "openai/b"]  # retried
+    assert router.spending().calls == 1
+    assert fake.bodies("b")[0]["model"] == "b"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda p: p["groups"]["smart"]["routes"][1].update(reach="cloud"),
+            "groups.smart.routes[1].reach: Input should be 'on_device' or 'vendor'",
+        ),
+        (
+            lambda p: p["groups"]["smart"]["routes"][0].update(reacj="vendor"),
+            "groups.smart.routes[0]: 'reacj' is neither a route field",
+        ),
+        (lambda p: p.update(brekaer={}), "brekaer: unknown key"),
+        (
+            lambda p: p["groups"]["smart"].update(order="random"),
+            "groups.smart.order: Input should be",
+        ),
+        (lambda p: p.update(deadline=0), "deadline: Input should be greater than 0"),
+        (
+            lambda p: p["price_tables"]["mine"]["models"]["openai/a"].update(input=0.5),
+            "models.'openai/a'.input must be a decimal string",
+        ),
+    ],
+)
+def test_config_errors_name_the_path_and_the_fix(
+    fake: FakeProvider, monkeypatch: pytest.MonkeyPatch, change: Any, message: str
+) -> None:
+    """Each mistake is a ConfigError naming its place in the file."""
+    monkeypatch.setenv("FAKE_KEY", "sk-from-env")
+    data = policy(fake)
+    change(data)
+    with pytest.raises(ConfigError) as caught:
+        Router.from_config(data)
+    assert message in str(caught.value)
+
+
+def test_literal_key_in_a_file_warns(fake: FakeProvider) -> None:
+    """A literal secret is accepted, with a warning that says how to reference it instead."""
+    data = policy(fake)
+    data["groups"]["smart"]["routes"][0]["api_key"] = "sk-literal-1234"
+    data["groups"]["smart"]["routes"][1]["api_key"] = "sk-literal-1234"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Router.from_config(data)
+    assert any("os.environ/NAME" in str(w.message) for w in caught)
+
+
+def test_litellm_model_list_from_its_docs_loads_and_routes(fake: FakeProvider) -> None:
+    """A model_list in LiteLLM Router's own shape switches over in one line."""
+    model_list = [
+        {
+            "model_name": "gpt-3.5-turbo",
+            "litellm_params": {
+                "model": "openai/a",
+                "api_key": "sk-doc-1",
+                "api_base": fake.base_url,
+                "rpm": 6,
+            },
+            "model_info": {"supports_function_calling": True},
+        },
+        {
+            "model_name": "gpt-3.5-turbo",
+            "litellm_params": {
+                "model": "openai/gpt-4o-mini",
+                "api_key": "sk-doc-2",
+                "api_base": fake.base_url,
+                "tpm": 1000,
+            },
+        },
+    ]
+    fake.script("a", Fail(429))
+    router = Router.from_litellm_model_list(model_list, breaker=Breaker())
+    routed = router.route(model="gpt-3.5-turbo", messages=MESSAGES)
+    assert routed.route.name == "openai/gpt-4o-mini"
+    assert fake.requests("a") == 1 and fake.requests("gpt-4o-mini") == 1
+
+
+def write(tmp_path: Path, data: dict[str, Any]) -> Path:
+    import yaml
+
+    path = tmp_path / "policy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_check_lists_a_typo_a_missing_key_and_an_unpriced_route(
+    fake: FakeProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`check` prints all three problems and exits 1; the repaired file exits 0."""
+    monkeypatch.delenv("NOT_SET_KEY", raising=False)
+    monkeypatch.setenv("FAKE_KEY", "sk-x")
+    data = policy(fake)
+    routes = data["groups"]["smart"]["routes"]
+    routes.append({"model": "openai/gpt-4o-mni", "api_key": "os.environ/FAKE_KEY"})  # typo
+    routes[0]["api_key"] = "os.environ/NOT_SET_KEY"
+    routes.append(
+        {
+            "model": "openai/c",
+            "api_base": fake.base_url,
+            "api_key": "os.environ/FAKE_KEY",
+            "capabilities": {"tools": True},
+        }
+    )  # no price under a refusing budget
+    assert main(["check", str(write(tmp_path, data))]) == 1
+    out = capsys.readouterr().out
+    assert "environment variable NOT_SET_KEY is not set" in out
+    assert "openai/gpt-4o-mni: unusable" in out
+    assert "openai/c: unpriced" in out
+    assert main(["check", str(write(tmp_path, policy(fake))), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ok": True, "problems": []}
+
+
+def test_check_reports_stale_tables(
+    fake: FakeProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A price table older than --max-age days is reported, never silently trusted."""
+    monkeypatch.setenv("FAKE_KEY", "sk-x")
+    assert main(["check", str(write(tmp_path, policy(fake))), "--max-age", "0"]) == 1
+    assert "days old (as of 2026-11-01)" in capsys.readouterr().out
+
+
+def test_explain_and_prices_commands(
+    fake: FakeProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """explain shows every verdict with estimates; prices lists the rows with dates."""
+    monkeypatch.setenv("FAKE_KEY", "sk-x")
+    path = str(write(tmp_path, policy(fake)))
+    assert main(["explain", path, "--model", "smart", "--images", "--json"]) == 0
+    verdicts = json.loads(capsys.readouterr().out)["verdicts"]
+    assert {v["check"] for v in verdicts} == {"requirements"}
+    assert main(["explain", path, "--model", "smart", "--max-tokens", "50"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[0] == "openai/b"  # cheaper first
+    assert main(["prices", path]) == 0
+    assert "openai/a" in capsys.readouterr().out
+    assert main(["prices"]) == 0
+    assert "anthropic/claude-sonnet-4-5" in capsys.readouterr().out
+    assert fake.requests() == 0
+
+
+def test_order_per_group_and_budget_object(
+    fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Router takes one order per group, as the config does."""
+    monkeypatch.setenv("FAKE_KEY", "sk-x")
+    with pytest.raises(ConfigError, match="order names groups no route is in"):
+        Router.from_config(policy(fake), order={"nope": Order.CHEAPEST})
+    assert isinstance(Budget("1"), Budget)
