@@ -19,7 +19,7 @@ from .errors import (
     RefusedError,
 )
 from .journey import Attempt, Check, Explanation, Journey, Routed, Skip, Verdict
-from .observe import LogObserver
+from .observe import AttemptLog, LogObserver, read_attempts
 from .order import Fastest, Order, OrderContext, Ordering
 from .preflight import Verdict as PreflightVerdict
 from .prices import Money, Price, PriceTable, Usage
@@ -38,6 +38,7 @@ __all__ = [
     "AllRestingError",
     "AsyncRoutedStream",
     "Attempt",
+    "AttemptLog",
     "Breaker",
     "Budget",
     "Capabilities",
@@ -80,4 +81,5 @@ __all__ = [
     "StreamRestart",
     "Usage",
     "Verdict",
+    "read_attempts",
 ]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .prices import Money
+from .prices import Money, Usage
 from .requirements import Requirements
 
 if TYPE_CHECKING:
@@ -52,6 +52,9 @@ class Attempt:
     `error` is the provider's error text with the route's secrets redacted. `elapsed` is
     seconds on the router's clock; `wait` is the pause taken before this attempt (a retry).
     `then` says what the router did next: "returned", "next route", "retry", "stopped".
+    For a stream (`streamed`), `elapsed` is the time to its first chunk. `usage` is what the
+    provider billed, when it said; `group` and `journey_id` tie the attempt to its request
+    (they are context, left out of equality).
     """
 
     route: str
@@ -62,6 +65,10 @@ class Attempt:
     wait: float = 0.0
     then: str = "returned"
     cost: Money | None = None
+    usage: Usage | None = field(default=None, compare=False)
+    streamed: bool = field(default=False, compare=False)
+    group: str = field(default="", compare=False)
+    journey_id: str = field(default="", compare=False)
 
     @property
     def ok(self) -> bool:
@@ -99,6 +106,7 @@ class Journey:
     steps: tuple[Skip | Attempt, ...]
     answered_by: str | None = None
     elapsed: float = 0.0
+    id: str = ""
 
     @property
     def skips(self) -> tuple[Skip, ...]:

@@ -9,14 +9,19 @@ package disables on import: `logger.enable("policy_router")` turns them on.
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 from loguru import logger
 
 from .breaker import RestClosed, RestOpened
 from .journey import Attempt, Skip
 
-__all__ = ["LogObserver", "Observer", "fan_out"]
+__all__ = ["AttemptLog", "LogObserver", "Observer", "fan_out", "read_attempts", "to_pandas"]
 
 Observer = Callable[[object], None]
 
@@ -60,3 +65,92 @@ def fan_out(observers: Sequence[Observer]) -> Observer:
                     )
 
     return emit
+
+
+_COLUMNS = (
+    "time",
+    "group_name",
+    "route",
+    "outcome",
+    "fault",
+    "status",
+    "latency",
+    "first_chunk",
+    "tokens_in",
+    "tokens_out",
+    "cost_micros",
+    "currency",
+    "journey_id",
+)
+_SCHEMA = f"CREATE TABLE IF NOT EXISTS attempts ({', '.join(_COLUMNS)})"
+
+
+class AttemptLog:
+    """An observer that appends one row per attempt to a SQLite file.
+
+    Columns: time (Unix seconds), group_name, route, outcome ("answered" or the fault),
+    fault (None when answered), status, latency (seconds; for a stream, to its first
+    chunk), first_chunk (a stream's time to first chunk, else None), tokens_in, tokens_out,
+    cost_micros and currency (None when unpriced), journey_id. Safe from several threads
+    and processes (SQLite's own locking, WAL journal). Writes are best-effort: a failing
+    log never fails a call, and says so once (a loguru WARNING).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._warned = False
+        self._ready = False
+
+    def __call__(self, record: object) -> None:
+        if not isinstance(record, Attempt):
+            return
+        usage = record.usage
+        row = (
+            time.time(),
+            record.group,
+            record.route,
+            record.outcome,
+            None if record.ok else record.outcome,
+            record.status,
+            record.elapsed,
+            record.elapsed if record.streamed else None,
+            usage.prompt if usage else None,
+            usage.completion if usage else None,
+            record.cost.micros if record.cost else None,
+            record.cost.currency if record.cost else None,
+            record.journey_id,
+        )
+        try:
+            with self._lock, sqlite3.connect(self.path, timeout=5.0) as db:
+                if not self._ready:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    db.execute(_SCHEMA)
+                    self._ready = True
+                db.execute(f"INSERT INTO attempts VALUES ({', '.join('?' * len(_COLUMNS))})", row)
+        except (sqlite3.Error, OSError) as error:
+            if not self._warned:
+                self._warned = True
+                logger.warning(
+                    "policy_router: the attempt log {} failed ({}); calls go on without it",
+                    self.path,
+                    error,
+                )
+
+
+def read_attempts(path: str | Path) -> list[dict[str, Any]]:
+    """Every row of an attempt log, oldest first, as dicts keyed by column name."""
+    with sqlite3.connect(Path(path), timeout=5.0) as db:
+        db.row_factory = sqlite3.Row
+        return [dict(row) for row in db.execute("SELECT * FROM attempts ORDER BY rowid")]
+
+
+def to_pandas(path: str | Path) -> Any:
+    """The attempt log as a pandas DataFrame (needs pandas installed)."""
+    try:
+        import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        raise ImportError(
+            "to_pandas needs pandas: pip install 'policy-router[notebooks]'"
+        ) from None
+    return pd.DataFrame(read_attempts(path), columns=list(_COLUMNS))

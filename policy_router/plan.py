@@ -10,6 +10,7 @@ a network, and the drivers cannot disagree about policy because they hold none.
 from __future__ import annotations
 
 import random
+import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -191,6 +192,7 @@ class Plan:
         self._on_result = on_result
         self._rng = rng or random.Random()
         self._started = clock.now()
+        self.id = uuid.uuid4().hex[:16]
         self._steps: list[Skip | Attempt] = []
         eligible, skips = sift(candidates, needs)
         for skip in skips:
@@ -262,16 +264,32 @@ class Plan:
         elapsed = self._since(send)
         if self._on_result is not None:
             self._on_result(send.route.name, "answered", elapsed)
-        self._record(
-            Attempt(send.route.name, "answered", elapsed=elapsed, wait=send.wait, cost=cost)
+        attempt = Attempt(
+            send.route.name,
+            "answered",
+            elapsed=elapsed,
+            wait=send.wait,
+            cost=cost,
+            usage=usage,
+            streamed=not final,
+            group=self.group,
+            journey_id=self.id,
         )
+        # A stream's attempt is reported to observers once it ends, complete with its cost.
+        if final:
+            self._record(attempt)
+        else:
+            self._steps.append(attempt)
         self._answered = send.candidate
 
     def finished(self, send: Send, usage: Usage | None) -> None:
         """A stream that answered has ended or been closed: settle what it cost."""
         cost = self._settle(send, usage)
-        if cost is not None:
-            self._replace_answer(send, lambda a: replace(a, cost=cost))
+        self._replace_answer(send, lambda a: replace(a, cost=cost, usage=usage))
+        for step in reversed(self._steps):
+            if isinstance(step, Attempt) and step.route == send.route.name and step.ok:
+                self._emit(step)
+                break
 
     def failed(self, send: Send, fault: Fault) -> None:
         """The route failed with `fault` before answering: release, and decide what next."""
@@ -348,7 +366,7 @@ class Plan:
         if not restarting:
             self._stop = fault
         then = "restarted from scratch on the next route" if restarting else "raised in the stream"
-        failed = self._failure(send, fault, then, cost)
+        failed = replace(self._failure(send, fault, then, cost), usage=usage, streamed=True)
         self._emit(failed)
         if not self._replace_answer(send, lambda _: failed):
             self._steps.append(failed)
@@ -364,6 +382,8 @@ class Plan:
             wait=send.wait,
             then=then,
             cost=cost,
+            group=self.group,
+            journey_id=self.id,
         )
 
     def _replace_answer(self, send: Send, change: Callable[[Attempt], Attempt]) -> bool:
@@ -399,6 +419,7 @@ class Plan:
             tuple(self._steps),
             answered_by=self._answered.name if self._answered else None,
             elapsed=max(0.0, self._clock.now() - self._started),
+            id=self.id,
         )
 
     def error(self, last: BaseException | None) -> BaseException:

@@ -331,3 +331,51 @@ def test_restart_without_a_next_route_raises_in_the_stream(fake: FakeProvider) -
     router = Router([fake_route(fake, "a")], stream_failure="restart")
     with pytest.raises(litellm.ServiceUnavailableError):
         run(router, "stream")
+
+
+def test_attempt_log_writes_one_row_per_attempt_from_threads(
+    fake: FakeProvider, tmp_path: Any
+) -> None:
+    """Every attempt, sync or streamed, lands as one row, safely from many threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from policy_router import AttemptLog, Budget, PriceTable, read_attempts
+
+    prices = PriceTable.from_dict(
+        {
+            "currency": "USD",
+            "as_of": "2026-11-01",
+            "source": "t",
+            "models": {"openai/b": {"input": "1", "output": "1"}},
+        }
+    )
+    path = tmp_path / "attempts.sqlite"
+    fake.script("a", *[Fail(503)] * 21)
+    router = Router(
+        [fake_route(fake, "a", prices=prices), fake_route(fake, "b", prices=prices)],
+        budget=Budget("1", unpriced="allow"),
+        observers=[AttemptLog(path)],
+    )
+    with ThreadPoolExecutor(8) as pool:
+        list(
+            pool.map(
+                lambda _: router.completion(model="g", messages=MESSAGES, max_tokens=5), range(20)
+            )
+        )
+    list(router.completion(model="g", messages=MESSAGES, max_tokens=5, stream=True))
+    rows = read_attempts(path)
+    assert len(rows) == fake.requests() == 42
+    answered = [r for r in rows if r["outcome"] == "answered"]
+    assert len(answered) == 21 and all(r["route"] == "openai/b" for r in answered)
+    assert all(r["tokens_in"] and r["cost_micros"] for r in answered)
+    assert sum(r["first_chunk"] is not None for r in answered) == 1
+    assert {r["fault"] for r in rows} == {None, "server_error"}
+    assert len({r["journey_id"] for r in rows}) == 21
+
+
+def test_a_broken_attempt_log_never_fails_a_call(fake: FakeProvider, tmp_path: Any) -> None:
+    """A log that cannot write lets the call succeed."""
+    from policy_router import AttemptLog
+
+    router = Router([fake_route(fake, "a")], observers=[AttemptLog(tmp_path / "no" / "x.db")])
+    assert router.completion(model="g", messages=MESSAGES).choices[0].message.content
