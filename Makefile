@@ -25,7 +25,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml constraints.txt
-	$(PIP) install --quiet -c constraints.txt -e '.[dev,langchain]'
+	$(PIP) install --quiet -c constraints.txt -e '.[dev,langchain,notebooks]'
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
@@ -36,10 +36,10 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -rs tests
 
 test-fast: lint
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(BIN)/python -m pytest -q -rs -m "not slow" tests
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python tests/bench/overhead.py

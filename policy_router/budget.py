@@ -83,7 +83,7 @@ class Budget:
         return f"Budget({str(self.cap)!r}, unpriced={self.unpriced!r})"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Spending:
     """A budget's account: cap, spent, reserved (calls in flight), and what is left.
 
@@ -110,6 +110,9 @@ class Spending:
             f"spent {self.spent} of {self.cap} ({self.reserved} reserved, {self.left} left) "
             f"in {self.calls} calls{tail}"
         )
+
+    def __repr__(self) -> str:
+        return f"Spending({self})"
 
     def _repr_html_(self) -> str:
         return f"<p><b>Spending</b>: {self}</p>"

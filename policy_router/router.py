@@ -9,6 +9,7 @@ core) and drives it: the sync and async drivers below are the same short loop, o
 from __future__ import annotations
 
 import asyncio
+import html
 import itertools
 import threading
 import time
@@ -43,7 +44,7 @@ from .order import (
 from .plan import Candidate, Fault, FaultKind, Plan, Send, explain
 from .preflight import Verdict as PreflightVerdict
 from .preflight import preflight_route
-from .prices import PriceTable
+from .prices import Money, PriceTable
 from .requirements import Requirements
 from .retry import Retry
 from .route import Route
@@ -505,6 +506,33 @@ class Router:
         ordering = order
         assert isinstance(ordering, Ordering)
         return lambda cs: ordering.order(cs, context)
+
+    def _repr_html_(self) -> str:
+        """A table for notebooks: each route with its reach, capabilities, price, health."""
+        health = self.health()
+        rows = []
+        for group, cs in self._groups.items():
+            for c in cs:
+                price = "unpriced"
+                if c.price is not None and c.route.prices is not None:
+                    cur = c.route.prices.currency
+                    price = (
+                        f"{Money(c.price.input, cur)} / {Money(c.price.output, cur)} per M tokens"
+                    )
+                h = health[c.name]
+                cells = (
+                    group,
+                    c.name,
+                    c.route.reach.value,
+                    c.capabilities.describe(),
+                    price,
+                    f"{h.state} ({h.failures} failures)" if h.failures else h.state,
+                )
+                rows.append("<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in cells) + "</tr>")
+        head = "".join(
+            f"<th>{h}</th>" for h in ("group", "route", "reach", "can do", "price in/out", "health")
+        )
+        return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
     def __repr__(self) -> str:
         lines = [f"Router({len(self._routes)} routes in {len(self._groups)} groups)"]

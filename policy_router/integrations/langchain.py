@@ -185,9 +185,7 @@ def _chunk(chunk: Any) -> ChatGenerationChunk:
     choice = chunk.choices[0] if chunk.choices else None
     delta = getattr(choice, "delta", None)
     tool_chunks = [
-        ToolCallChunk(
-            name=tc.function.name, args=tc.function.arguments, id=tc.id, index=tc.index
-        )
+        ToolCallChunk(name=tc.function.name, args=tc.function.arguments, id=tc.id, index=tc.index)
         for tc in (getattr(delta, "tool_calls", None) or [])
     ]
     message = AIMessageChunk(
