@@ -22,6 +22,7 @@ from . import transport
 from .breaker import Breaker
 from .budget import Budget
 from .errors import ConfigError
+from .observe import AttemptLog
 from .order import Order
 from .prices import PriceTable, _parse
 from .retry import Retry
@@ -86,6 +87,10 @@ class BreakerSpec(_Strict):
     settled: float = 3600.0
 
 
+class ObserversSpec(_Strict):
+    attempt_log: str | None = None
+
+
 class PolicySpec(_Strict):
     groups: dict[str, GroupSpec] = Field(min_length=1)
     price_tables: dict[str, str | dict[str, Any]] = Field(default_factory=dict)
@@ -94,6 +99,7 @@ class PolicySpec(_Strict):
     retry: RetrySpec | None = None
     deadline: float | None = Field(default=None, gt=0)
     store: dict[str, Any] | None = None
+    observers: ObserversSpec | None = None
 
 
 def _where(loc: Sequence[int | str]) -> str:
@@ -218,6 +224,9 @@ def routes_and_policies(
         "retry": Retry(**spec.retry.model_dump()) if spec.retry else None,
         "deadline": spec.deadline,
     }
+    if spec.observers is not None and spec.observers.attempt_log:
+        log = Path(spec.observers.attempt_log)
+        policies["observers"] = [AttemptLog(log if log.is_absolute() else base / log)]
     return routes, policies, missing
 
 

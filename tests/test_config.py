@@ -226,3 +226,15 @@ def test_order_per_group_and_budget_object(
     with pytest.raises(ConfigError, match="order names groups no route is in"):
         Router.from_config(policy(fake), order={"nope": Order.CHEAPEST})
     assert isinstance(Budget("1"), Budget)
+
+
+def test_config_can_log_attempts(
+    fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """observers: {attempt_log: PATH} writes the attempt log next to the config file."""
+    from policy_router import read_attempts
+
+    monkeypatch.setenv("FAKE_KEY", "sk-x")
+    path = write(tmp_path, policy(fake, observers={"attempt_log": "attempts.sqlite"}))
+    Router.from_config(path).completion(model="smart", messages=MESSAGES, max_tokens=5)
+    assert [r["route"] for r in read_attempts(tmp_path / "attempts.sqlite")] == ["openai/b"]

@@ -394,3 +394,46 @@ def test_duplicate_routes_get_unique_names(fake: FakeProvider) -> None:
     assert [r.name for r in router.routes] == ["openai/m", "openai/m#2"]
     fake.script("m", Fail(503))
     assert router.route(model="g", messages=MESSAGES).route.name == "openai/m#2"
+
+
+def test_litellm_custom_logger_sees_every_attempt(fake: FakeProvider) -> None:
+    """A CustomLogger in litellm.callbacks is called once per attempt, async path too."""
+    from litellm.integrations.custom_logger import CustomLogger
+
+    class Counter(CustomLogger):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.events: list[str] = []
+
+        async def async_log_success_event(
+            self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+        ) -> None:
+            self.events.append(
+                "ok " + kwargs["litellm_params"]["metadata"]["policy_router"]["route"]
+            )
+
+        async def async_log_failure_event(
+            self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+        ) -> None:
+            self.events.append(
+                "fail " + kwargs["litellm_params"]["metadata"]["policy_router"]["route"]
+            )
+
+    counter = Counter()
+    fake.script("first", Fail(503))
+    old = list(litellm.callbacks)
+    litellm.callbacks = [counter]
+
+    async def call_and_wait() -> None:
+        await three(fake).acompletion(model="g", messages=MESSAGES)
+        # LiteLLM logs on tasks of this loop after the call returns: let them run.
+        for _ in range(500):
+            if len(counter.events) >= 2:
+                return
+            await asyncio.sleep(0.01)
+
+    try:
+        asyncio.run(call_and_wait())
+    finally:
+        litellm.callbacks = old
+    assert sorted(counter.events) == ["fail openai/first", "ok openai/middle"]
