@@ -140,7 +140,7 @@ def static_skip(candidate: Candidate, needs: Requirements) -> Skip | None:
 
 def sift(
     candidates: Sequence[Candidate], needs: Requirements
-) -> tuple[list[Candidate], list[Skip]]:
+) -> tuple[Sequence[Candidate], Sequence[Skip]]:
     """Split candidates into those the static checks keep and the skips of the others."""
     eligible: list[Candidate] = []
     skips: list[Skip] = []
@@ -150,7 +150,7 @@ def sift(
             eligible.append(c)
         else:
             skips.append(skip)
-    return eligible, skips
+    return tuple(eligible), tuple(skips)
 
 
 class Plan:
@@ -178,6 +178,7 @@ class Plan:
         emit: Callable[[object], None] | None = None,
         on_result: Callable[[str, str, float], None] | None = None,
         rng: random.Random | None = None,
+        sifted: tuple[Sequence[Candidate], Sequence[Skip]] | None = None,
     ) -> None:
         self.group = group
         self.needs = needs
@@ -194,7 +195,7 @@ class Plan:
         self._started = clock.now()
         self.id = uuid.uuid4().hex[:16]
         self._steps: list[Skip | Attempt] = []
-        eligible, skips = sift(candidates, needs)
+        eligible, skips = sifted if sifted is not None else sift(candidates, needs)
         for skip in skips:
             self._record(skip)
         # Each entry: the candidate, the wait before sending, and which request it is.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import Any
 
 from .capabilities import Capabilities, Capability
@@ -92,11 +93,12 @@ class Requirements:
     @property
     def capabilities(self) -> frozenset[Capability]:
         """The capabilities required (the floor excluded)."""
-        return frozenset(c for c in Capability if getattr(self, c.value))
+        return _needed(self)
 
     def unmet_by(self, capabilities: Capabilities) -> tuple[Capability, ...]:
         """The required capabilities `capabilities` lacks, in a stable order."""
-        return tuple(c for c in Capability if getattr(self, c.value) and c not in capabilities)
+        missing = _needed(self) - capabilities.have
+        return tuple(c for c in _ALL if c in missing) if missing else ()
 
     def describe(self) -> str:
         """A short phrase: "tools, streaming, on-device only", or "nothing special"."""
@@ -104,6 +106,15 @@ class Requirements:
         if self.on_device:
             names.append("on-device only")
         return ", ".join(names) or "nothing special"
+
+
+_ALL = tuple(Capability)
+
+
+@lru_cache(maxsize=256)
+def _needed(needs: Requirements) -> frozenset[Capability]:
+    # Asked once per route per request: cached, since a request's needs repeat.
+    return frozenset(c for c in _ALL if getattr(needs, c.value))
 
 
 def _has_image(messages: Any) -> bool:

@@ -30,7 +30,7 @@ from .config import load as config_load
 from .config import model_list_routes
 from .deadline import Deadline, check_seconds
 from .errors import ConfigError, NoRouteError
-from .journey import Explanation, Routed
+from .journey import Explanation, Routed, Skip
 from .observe import LogObserver, Observer, fan_out
 from .order import (
     Fastest,
@@ -41,7 +41,7 @@ from .order import (
     healthiest,
     round_robin,
 )
-from .plan import Candidate, Fault, FaultKind, Plan, Send, explain
+from .plan import Candidate, Fault, FaultKind, Plan, Send, explain, sift
 from .preflight import Verdict as PreflightVerdict
 from .preflight import preflight_route
 from .prices import Money, PriceTable
@@ -166,6 +166,9 @@ class Router:
         self._health = HealthBook(breaker, self._store, self._emit) if breaker else None
         self._turns: defaultdict[str, itertools.count[int]] = defaultdict(itertools.count)
         self._turns_lock = threading.Lock()
+        self._sifted: dict[
+            tuple[str, Requirements], tuple[Sequence[Candidate], Sequence[Skip]]
+        ] = {}
         self._groups: dict[str, tuple[Candidate, ...]] = {}
         self._by_model: dict[str, tuple[Candidate, ...]] = {}
         for c in candidates:
@@ -439,10 +442,15 @@ class Router:
         facts = self._facts(group, call_kwargs)
         seconds = kwargs.get("deadline", self._deadline)
         timeout = call_kwargs.get("timeout")
+        sifted = self._sifted.get((group, needs))
+        if sifted is None:
+            # The static checks depend only on the group and the needs: sift once for each.
+            sifted = self._sifted[(group, needs)] = sift(candidates, needs)
         plan = Plan(
             group,
             candidates,
             needs,
+            sifted=sifted,
             clock=self._clock,
             ordering=self._ordering(group, facts),
             ledger=self._ledger,
