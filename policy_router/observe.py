@@ -9,7 +9,6 @@ package disables on import: `logger.enable("policy_router")` turns them on.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -121,6 +120,8 @@ class AttemptLog:
             record.cost.currency if record.cost else None,
             record.journey_id,
         )
+        import sqlite3
+
         try:
             with self._lock, sqlite3.connect(self.path, timeout=5.0) as db:
                 if not self._ready:
@@ -140,6 +141,8 @@ class AttemptLog:
 
 def read_attempts(path: str | Path) -> list[dict[str, Any]]:
     """Every row of an attempt log, oldest first, as dicts keyed by column name."""
+    import sqlite3
+
     with sqlite3.connect(Path(path), timeout=5.0) as db:
         db.row_factory = sqlite3.Row
         return [dict(row) for row in db.execute("SELECT * FROM attempts ORDER BY rowid")]

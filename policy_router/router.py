@@ -26,8 +26,6 @@ from .breaker import Breaker, HealthBook
 from .budget import Budget, Ledger, RequestFacts, Spending, prompt_bound
 from .capabilities import resolve
 from .clock import Clock, MonotonicClock
-from .config import load as config_load
-from .config import model_list_routes
 from .deadline import Deadline, check_seconds
 from .errors import ConfigError, NoRouteError
 from .journey import Explanation, Routed, Skip
@@ -183,7 +181,9 @@ class Router:
         whose variable is not set is an error here; `policy-router check` lists them all.
         Keyword arguments (`clock=`, `observers=`, ...) are passed to the constructor.
         """
-        routes, policies, missing = config_load(config)
+        from .config import load  # pydantic models, built only when a file is read
+
+        routes, policies, missing = load(config)
         if missing:
             raise ConfigError("; ".join(missing))
         return cls(routes, **{**policies, **overrides})
@@ -198,6 +198,8 @@ class Router:
         (its `supports_*` flags) and reach. Policies (`order=`, `budget=`, `breaker=`, ...)
         are keyword arguments, as for the constructor.
         """
+        from .config import model_list_routes
+
         return cls(model_list_routes(model_list), **policies)
 
     # -- what the router holds -------------------------------------------------------------
