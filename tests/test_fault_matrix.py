@@ -1,0 +1,85 @@
+"""The fault matrix: every fault FakeProvider scripts x route position x driver x breaker
+on/off x budget on/off, each cell checking every promise at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import litellm
+import pytest
+
+from policy_router import Breaker, Budget, Money, PriceTable, Router
+from policy_router.plan import FaultKind
+from policy_router.testing import Drop, Fail, FakeProvider, Hang, Reply
+
+from .conftest import fake_route
+from .test_router import FAULTS, NAMES, run
+
+PRICES = PriceTable.from_dict(
+    {
+        "currency": "USD",
+        "as_of": "2026-11-01",
+        "source": "matrix",
+        "models": {f"openai/{n}": {"input": "1", "output": "2"} for n in (*NAMES, "vendor")},
+    }
+)
+CAP = Money.parse("1.00")
+# The timeout cells are the slow ones (each waits out a client timeout): marked slow.
+CELLS = [
+    pytest.param(f, marks=pytest.mark.slow) if f == "timeout" else f for f in FAULTS
+]
+
+
+@pytest.mark.parametrize("budget", [False, True], ids=["no-budget", "budget"])
+@pytest.mark.parametrize("breaker", [False, True], ids=["no-breaker", "breaker"])
+@pytest.mark.parametrize("driver", ["sync", "async", "stream"])
+@pytest.mark.parametrize("position", range(3), ids=NAMES)
+@pytest.mark.parametrize("fault", CELLS)
+def test_cell(
+    fake: FakeProvider, fault: str, position: int, driver: str, breaker: bool, budget: bool
+) -> None:
+    """Right answer or right error; requests equal attempts; floor, cap and charges hold."""
+    step, error, falls_through = FAULTS[fault]
+    if fault == "cut-before-first-chunk" and driver != "stream":
+        step, error = Drop(), litellm.InternalServerError
+    if fault == "timeout":
+        step = Hang(2)
+    for name in NAMES[:position]:
+        fake.script(name, Fail(503))
+    fake.script(NAMES[position], step)
+    for name in NAMES:
+        fake.script(name, Reply("ok", usage=(20, 5)))
+    router = Router(
+        [*(fake_route(fake, n, prices=PRICES) for n in NAMES),
+         fake_route(fake, "vendor", reach="vendor", prices=PRICES)],
+        breaker=Breaker(failures=1) if breaker else None,
+        budget=Budget(CAP) if budget else None,
+    )
+    kwargs: dict[str, Any] = {"on_device": True, "max_tokens": 50}
+    if fault == "timeout":
+        kwargs["timeout"] = 0.3
+    answers = falls_through and position < 2
+    if answers:
+        routed, _ = run(router, driver, **kwargs)
+        journey = routed.response.journey if driver == "stream" else routed.journey
+        assert routed.route.name == f"openai/{NAMES[position + 1]}"
+    else:
+        with pytest.raises(error) as caught:
+            run(router, driver, **kwargs)
+        journey = caught.value.journey  # type: ignore[attr-defined]
+    # Requests really sent equal the journey's attempts, route by route.
+    sent = {n: fake.requests(n) for n in (*NAMES, "vendor")}
+    assert sum(sent.values()) == len(journey.attempts)
+    assert all(sent[n] == sum(a.route == f"openai/{n}" for a in journey.attempts) for n in sent)
+    # The floor: the vendor route is named, as a floor skip, and never sent a request.
+    assert sent["vendor"] == 0
+    assert [s.route for s in journey.skips] == ["openai/vendor"]
+    if budget:
+        spending = router.spending()
+        costs = [a.cost for a in journey.attempts if a.cost is not None]
+        assert spending.spent <= CAP and spending.reserved == Money(0)
+        assert spending.spent == sum(costs, Money(0))  # charged once, by the journey's costs
+    if breaker:
+        kind = FaultKind(journey.attempts[position].outcome)
+        resting = router.resting()
+        assert (f"openai/{NAMES[position]}" in resting) == (kind.about in ("provider", "route"))
