@@ -25,9 +25,7 @@ PRICES = PriceTable.from_dict(
 )
 CAP = Money.parse("1.00")
 # The timeout cells are the slow ones (each waits out a client timeout): marked slow.
-CELLS = [
-    pytest.param(f, marks=pytest.mark.slow) if f == "timeout" else f for f in FAULTS
-]
+CELLS = [pytest.param(f, marks=pytest.mark.slow) if f == "timeout" else f for f in FAULTS]
 
 
 @pytest.mark.parametrize("budget", [False, True], ids=["no-budget", "budget"])
@@ -50,8 +48,10 @@ def test_cell(
     for name in NAMES:
         fake.script(name, Reply("ok", usage=(20, 5)))
     router = Router(
-        [*(fake_route(fake, n, prices=PRICES) for n in NAMES),
-         fake_route(fake, "vendor", reach="vendor", prices=PRICES)],
+        [
+            *(fake_route(fake, n, prices=PRICES) for n in NAMES),
+            fake_route(fake, "vendor", reach="vendor", prices=PRICES),
+        ],
         breaker=Breaker(failures=1) if breaker else None,
         budget=Budget(CAP) if budget else None,
     )

@@ -1,0 +1,117 @@
+"""Property tests of the pure core: random routes, needs, prices, faults and clock steps."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policy_router import (
+    Breaker,
+    Budget,
+    InMemoryStore,
+    ManualClock,
+    Money,
+    Price,
+    Requirements,
+    Route,
+)
+from policy_router.breaker import HealthBook
+from policy_router.budget import Ledger, RequestFacts
+from policy_router.capabilities import Capability, resolve
+from policy_router.plan import Candidate, Fault, FaultKind, Plan
+from policy_router.prices import Usage
+from policy_router.retry import Retry
+
+route_specs = st.lists(
+    st.tuples(
+        st.booleans(),  # on device
+        st.frozensets(st.sampled_from(list(Capability))),  # capabilities
+        st.one_of(st.none(), st.integers(0, 50)),  # price per million (None: unpriced)
+    ),
+    min_size=1,
+    max_size=8,
+)
+needs_strategy = st.builds(
+    Requirements,
+    tools=st.booleans(),
+    images=st.booleans(),
+    streaming=st.booleans(),
+    on_device=st.booleans(),
+)
+outcomes = st.lists(st.one_of(st.none(), st.sampled_from(list(FaultKind))), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    route_specs,
+    needs_strategy,
+    outcomes,
+    st.integers(0, 2_000_000),
+    st.integers(1, 3),
+    st.lists(st.floats(0, 100), max_size=30),
+)
+def test_the_core_keeps_its_promises(
+    specs: list[tuple[bool, frozenset[Capability], int | None]],
+    needs: Requirements,
+    script: list[FaultKind | None],
+    cap: int,
+    attempts: int,
+    steps: list[float],
+) -> None:
+    """Whatever happens: the floor, requirements, retries, stops and the cap all hold."""
+    clock = ManualClock()
+    store = InMemoryStore()
+    candidates = []
+    for i, (local, caps, rate) in enumerate(specs):
+        route = Route(
+            f"openai/r{i}",
+            group="g",
+            reach="on_device" if local else "vendor",
+            api_key="k",
+            retry=Retry(attempts=attempts, backoff=0, jitter=False),
+        )
+        price = None if rate is None else Price(rate, rate)
+        candidates.append(
+            Candidate(
+                route,
+                resolve(
+                    route.model, None, False, {c: True for c in caps} or {Capability.TOOLS: False}
+                ),
+                price,
+            )
+        )
+    ledger = Ledger(Budget(Money(cap, "USD"), unpriced="allow"), store)
+    plan = Plan(
+        "g",
+        candidates,
+        needs,
+        clock=clock,
+        ledger=ledger,
+        facts=RequestFacts(prompt_tokens=100, prompt_bound=400, max_tokens=100),
+        health=HealthBook(Breaker(failures=1), store, lambda _: None),
+        retry=lambda r: r.retry,
+    )
+    sent: list[str] = []
+    outcome_iter = iter(script)
+    step_iter = iter(steps)
+    while (send := plan.next()) is not None:
+        sent.append(send.route.name)
+        c = send.candidate
+        assert not needs.on_device or c.route.reach.value == "on_device"
+        assert not needs.unmet_by(c.capabilities)
+        clock.advance(next(step_iter, 0.0))
+        kind = next(outcome_iter, None)
+        if kind is None:
+            # The provider bills at most what was reserved for a bounded call.
+            plan.answered(send, Usage(400, 100))
+        else:
+            plan.failed(send, Fault(kind, 500, "x", retry_after=0.0))
+            if not kind.falls_through:
+                assert plan.next() is None
+                break
+    journey = plan.journey
+    assert len(journey.attempts) == len(sent)
+    assert all(sent.count(name) <= attempts for name in set(sent))
+    spending = ledger.spending()
+    assert spending.spent.micros <= cap and spending.reserved == Money(0)
+    assert spending.left.micros >= 0
