@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from loguru import logger
 
 from policy_router import Route
 from policy_router.testing import FakeProvider
@@ -40,3 +41,18 @@ def fake_route(fake: FakeProvider, name: str, **kw: Any) -> Route:
     kw.setdefault("capabilities", CAPS)
     kw.setdefault("group", "g")
     return Route(f"openai/{name}", api_base=fake.base_url, api_key=f"{KEY_PREFIX}{name}", **kw)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_key_in_any_log_line() -> Iterator[None]:
+    """Every line the router logs during the whole suite (each skip, attempt, rest and
+    recovery, with the providers' error texts) is checked for the keys the suite used."""
+    lines: list[str] = []
+    logger.remove()  # the test process only: no stderr echo of DEBUG lines
+    sink = logger.add(lambda message: lines.append(str(message)), level="DEBUG")
+    logger.enable("policy_router")
+    yield
+    logger.remove(sink)
+    leaked = [line for line in lines if KEY_PREFIX in line or "sk-from-env" in line]
+    assert lines, "the router logged nothing: the secrets check saw nothing to check"
+    assert leaked == [], f"API keys leaked into log lines: {leaked[:3]}"

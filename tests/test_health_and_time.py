@@ -265,7 +265,7 @@ def test_observers_get_frozen_records_and_the_log_warns_once(fake: FakeProvider)
         observers=[seen.append],
         clock=clock,
     )
-    logger.enable("policy_router")
+    logger.enable("policy_router")  # the suite's conftest keeps it enabled too
     sink = logger.add(lambda m: lines.append(m.record["level"].name + " " + m), level="DEBUG")
     try:
         router.completion(model="g", messages=MESSAGES)
@@ -273,7 +273,6 @@ def test_observers_get_frozen_records_and_the_log_warns_once(fake: FakeProvider)
         router.completion(model="g", messages=MESSAGES)
     finally:
         logger.remove(sink)
-        logger.disable("policy_router")
     kinds = [type(r).__name__ for r in seen]
     assert kinds == ["Attempt", "RestOpened", "Attempt", "Attempt", "RestOpened", "Attempt"]
     assert isinstance(seen[1], RestOpened) and seen[1].first
