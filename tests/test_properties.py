@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,3 +117,50 @@ def test_the_core_keeps_its_promises(
     spending = ledger.spending()
     assert spending.spent.micros <= cap and spending.reserved == Money(0)
     assert spending.left.micros >= 0
+
+
+FAKE_STEPS = st.sampled_from(["ok", "503", "429", "401", "400", "refuse", "drop"])
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[__import__("hypothesis").HealthCheck.function_scoped_fixture],
+)
+@given(
+    st.lists(st.tuples(st.booleans(), st.lists(FAKE_STEPS, max_size=3)), min_size=1, max_size=4),
+    st.booleans(),
+)
+def test_end_to_end_the_same_promises_hold(
+    fake: Any, routes: list[tuple[bool, list[str]]], on_device: bool
+) -> None:
+    """Random routes and fault scripts through FakeProvider: requests equal attempts, and
+    under the floor no vendor route is ever sent a request."""
+    from policy_router import PolicyRouterError, Router
+    from policy_router.testing import Drop, Fail, Refuse, Reply
+
+    from .conftest import MESSAGES, fake_route
+
+    steps = {
+        "ok": Reply("ok"),
+        "503": Fail(503),
+        "429": Fail(429),
+        "401": Fail(401),
+        "400": Fail(400),
+        "refuse": Refuse(),
+        "drop": Drop(),
+    }
+    fake.reset()
+    built = []
+    for i, (local, script) in enumerate(routes):
+        fake.script(f"p{i}", *(steps[s] for s in script))
+        built.append(fake_route(fake, f"p{i}", reach="on_device" if local else "vendor"))
+    router = Router(built)
+    try:
+        journey = router.route(model="g", messages=MESSAGES, on_device=on_device).journey
+    except Exception as error:  # the provider's own error, or ours when nothing was sent
+        journey = error.journey  # type: ignore[attr-defined]
+        assert journey is not None or isinstance(error, PolicyRouterError)
+    assert fake.requests() == len(journey.attempts)
+    if on_device:
+        assert all(fake.requests(f"p{i}") == 0 for i, (local, _) in enumerate(routes) if not local)
