@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from .errors import ConfigError
 from .journey import Check, Skip
-from .plan import Fault, FaultKind
+from .outcome import Fault, FaultKind
 from .store import Health, Store
 
 __all__ = ["Breaker", "HealthBook", "RestClosed", "RestOpened"]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from .budget import RequestFacts
 
 if TYPE_CHECKING:
-    from .plan import Candidate
+    from .checks import Candidate
 
 __all__ = [
     "DEFAULT_REPLY_TOKENS",

@@ -14,11 +14,10 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from .budget import Ledger, RequestFacts, Reservation
-from .capabilities import Capabilities
+from .checks import Candidate, Ordering, explain, sift, static_skip
 from .clock import Clock
 from .errors import (
     AllRestingError,
@@ -27,70 +26,29 @@ from .errors import (
     OverBudgetError,
     RefusedError,
 )
-from .journey import Attempt, Check, Explanation, Journey, Skip, Verdict
-from .order import DEFAULT_REPLY_TOKENS
-from .prices import Money, Price, Usage
+from .journey import Attempt, Check, Journey, Skip
+from .outcome import Fault, FaultKind
+from .prices import Money, Usage
 from .requirements import Requirements
-from .route import Reach, Route
+from .route import Route
 
 if TYPE_CHECKING:
     from .breaker import HealthBook
     from .deadline import Deadline
     from .retry import Retry
 
-__all__ = ["Candidate", "Fault", "FaultKind", "Plan", "Send"]
-
-
-class FaultKind(StrEnum):
-    """What a failed attempt was about; decides whether the router moves on or stops."""
-
-    RATE_LIMITED = "rate_limited"
-    SERVER_ERROR = "server_error"
-    TIMEOUT = "timeout"
-    CONNECTION = "connection"
-    STREAM_CUT = "stream_cut"
-    ACCESS = "access"
-    BAD_REQUEST = "bad_request"
-    REFUSED = "refused"
-
-    @property
-    def about(self) -> str:
-        """ "provider", "route" (its configuration), "request" or "work" (content policy)."""
-        if self in (FaultKind.BAD_REQUEST,):
-            return "request"
-        if self is FaultKind.REFUSED:
-            return "work"
-        if self is FaultKind.ACCESS:
-            return "route"
-        return "provider"
-
-    @property
-    def falls_through(self) -> bool:
-        """True when another route may succeed where this one failed."""
-        return self.about in ("provider", "route")
-
-
-@dataclass(frozen=True, slots=True)
-class Fault:
-    """A classified failure: its kind, the HTTP status if any, the text, and Retry-After."""
-
-    kind: FaultKind
-    status: int | None = None
-    message: str = ""
-    retry_after: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A route of a group with its capabilities looked up once (at router build time)."""
-
-    route: Route
-    capabilities: Capabilities
-    price: Price | None = None
-
-    @property
-    def name(self) -> str:
-        return self.route.name
+# Candidate, Fault, FaultKind, explain, sift and static_skip are re-exported: the drivers
+# and tests reach the whole decision core through this module.
+__all__ = [
+    "Candidate",
+    "Fault",
+    "FaultKind",
+    "Plan",
+    "Send",
+    "explain",
+    "sift",
+    "static_skip",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,49 +66,6 @@ class Send:
     @property
     def route(self) -> Route:
         return self.candidate.route
-
-
-Ordering = Callable[[Sequence[Candidate]], Sequence[Candidate]]
-
-
-def static_skip(candidate: Candidate, needs: Requirements) -> Skip | None:
-    """The first of the checks that do not change during a request that stops a route."""
-    route, caps = candidate.route, candidate.capabilities
-    if not caps.known:
-        return Skip(route.name, Check.KNOWN, "unknown model", {"why": caps.why_unknown})
-    unmet = needs.unmet_by(caps)
-    if unmet:
-        names = ", ".join(c.value.replace("_", " ") for c in unmet)
-        return Skip(
-            route.name,
-            Check.REQUIREMENTS,
-            f"cannot do {names}",
-            {"missing": tuple(c.value for c in unmet)},
-        )
-    if needs.on_device and route.reach is not Reach.ON_DEVICE:
-        how = "declared" if route.reach_declared else "inferred from its api_base"
-        return Skip(
-            route.name,
-            Check.FLOOR,
-            f"vendor route ({how}); the request is on-device only",
-            {"reach": route.reach.value},
-        )
-    return None
-
-
-def sift(
-    candidates: Sequence[Candidate], needs: Requirements
-) -> tuple[Sequence[Candidate], Sequence[Skip]]:
-    """Split candidates into those the static checks keep and the skips of the others."""
-    eligible: list[Candidate] = []
-    skips: list[Skip] = []
-    for c in candidates:
-        skip = static_skip(c, needs)
-        if skip is None:
-            eligible.append(c)
-        else:
-            skips.append(skip)
-    return tuple(eligible), tuple(skips)
 
 
 class Plan:
@@ -472,42 +387,6 @@ class Plan:
                 journey=journey,
             )
         return NoRouteError(message, journey=journey)
-
-
-def explain(
-    group: str,
-    candidates: Sequence[Candidate],
-    needs: Requirements,
-    ordering: Ordering | None = None,
-    ledger: Ledger | None = None,
-    facts: RequestFacts | None = None,
-) -> Explanation:
-    """Every route's verdict for a request, in the order the router would consider them.
-
-    Nothing is sent and nothing is reserved: the budget is asked what it would do now.
-    """
-    eligible, skipped = sift(candidates, needs)
-    skips = {s.route: s for s in skipped}
-    verdicts: list[Verdict] = []
-    for c in ordering(eligible) if ordering else eligible:
-        reason = f"{c.route.reach.value}; can do {c.capabilities.describe()}"
-        if facts is not None and c.price is not None and c.route.prices is not None:
-            est = c.price.estimate(facts.prompt_tokens, facts.max_tokens or DEFAULT_REPLY_TOKENS)
-            reason += f"; est. {Money(est, c.route.prices.currency)}"
-        if ledger is not None and facts is not None:
-            verdict = ledger.check(c.route, facts)
-            if isinstance(verdict, Skip):
-                verdicts.append(Verdict(c.name, None, verdict.check, verdict.reason))
-                continue
-        verdicts.append(
-            Verdict(c.name, len([v for v in verdicts if v.would_try]) + 1, None, reason)
-        )
-    verdicts += [
-        Verdict(c.name, None, skips[c.name].check, skips[c.name].reason)
-        for c in candidates
-        if c.name in skips
-    ]
-    return Explanation(group, needs, tuple(verdicts))
 
 
 def _redacted(send: Send, fault: Fault) -> Fault:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .errors import ConfigError
-from .plan import Fault, FaultKind
+from .outcome import Fault, FaultKind
 
 __all__ = ["Retry"]
 

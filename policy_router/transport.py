@@ -19,7 +19,7 @@ import litellm
 import openai
 
 from .errors import ConfigError
-from .plan import Fault, FaultKind
+from .outcome import Fault, FaultKind
 from .prices import Usage
 from .route import Route
 

@@ -1,0 +1,114 @@
+"""The checks that do not change during a request, and `explain`, which runs them all.
+
+A `Candidate` is a route with its capabilities and price looked up once, when the router is
+built. `static_skip` applies DESIGN §2's first three checks (known model, requirements,
+the on-device floor); `sift` applies them to a group; `explain` gives every route's verdict
+for a request, asking the budget what it would do without reserving anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .budget import Ledger, RequestFacts
+from .capabilities import Capabilities
+from .journey import Check, Explanation, Skip, Verdict
+from .order import DEFAULT_REPLY_TOKENS
+from .prices import Money, Price
+from .requirements import Requirements
+from .route import Reach, Route
+
+__all__ = ["Candidate", "Ordering", "explain", "sift", "static_skip"]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A route of a group with its capabilities looked up once (at router build time)."""
+
+    route: Route
+    capabilities: Capabilities
+    price: Price | None = None
+
+    @property
+    def name(self) -> str:
+        return self.route.name
+
+
+Ordering = Callable[[Sequence[Candidate]], Sequence[Candidate]]
+
+
+def static_skip(candidate: Candidate, needs: Requirements) -> Skip | None:
+    """The first of the checks that do not change during a request that stops a route."""
+    route, caps = candidate.route, candidate.capabilities
+    if not caps.known:
+        return Skip(route.name, Check.KNOWN, "unknown model", {"why": caps.why_unknown})
+    unmet = needs.unmet_by(caps)
+    if unmet:
+        names = ", ".join(c.value.replace("_", " ") for c in unmet)
+        return Skip(
+            route.name,
+            Check.REQUIREMENTS,
+            f"cannot do {names}",
+            {"missing": tuple(c.value for c in unmet)},
+        )
+    if needs.on_device and route.reach is not Reach.ON_DEVICE:
+        how = "declared" if route.reach_declared else "inferred from its api_base"
+        return Skip(
+            route.name,
+            Check.FLOOR,
+            f"vendor route ({how}); the request is on-device only",
+            {"reach": route.reach.value},
+        )
+    return None
+
+
+def sift(
+    candidates: Sequence[Candidate], needs: Requirements
+) -> tuple[Sequence[Candidate], Sequence[Skip]]:
+    """Split candidates into those the static checks keep and the skips of the others."""
+    eligible: list[Candidate] = []
+    skips: list[Skip] = []
+    for c in candidates:
+        skip = static_skip(c, needs)
+        if skip is None:
+            eligible.append(c)
+        else:
+            skips.append(skip)
+    return tuple(eligible), tuple(skips)
+
+
+def explain(
+    group: str,
+    candidates: Sequence[Candidate],
+    needs: Requirements,
+    ordering: Ordering | None = None,
+    ledger: Ledger | None = None,
+    facts: RequestFacts | None = None,
+) -> Explanation:
+    """Every route's verdict for a request, in the order the router would consider them.
+
+    Nothing is sent and nothing is reserved: the budget is asked what it would do now.
+    """
+    eligible, skipped = sift(candidates, needs)
+    skips = {s.route: s for s in skipped}
+    verdicts: list[Verdict] = []
+    for c in ordering(eligible) if ordering else eligible:
+        reason = f"{c.route.reach.value}; can do {c.capabilities.describe()}"
+        if facts is not None and c.price is not None and c.route.prices is not None:
+            est = c.price.estimate(facts.prompt_tokens, facts.max_tokens or DEFAULT_REPLY_TOKENS)
+            reason += f"; est. {Money(est, c.route.prices.currency)}"
+        if ledger is not None and facts is not None:
+            verdict = ledger.check(c.route, facts)
+            if isinstance(verdict, Skip):
+                verdicts.append(Verdict(c.name, None, verdict.check, verdict.reason))
+                continue
+        verdicts.append(
+            Verdict(c.name, len([v for v in verdicts if v.would_try]) + 1, None, reason)
+        )
+    verdicts += [
+        Verdict(c.name, None, skips[c.name].check, skips[c.name].reason)
+        for c in candidates
+        if c.name in skips
+    ]
+    return Explanation(group, needs, tuple(verdicts))
