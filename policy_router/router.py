@@ -2,8 +2,7 @@
 
 `Router.completion` and `Router.acompletion` take LiteLLM's keyword arguments and return
 LiteLLM's objects; `model=` names a group. Each call builds a `Plan` (the pure decision
-core) and drives it: the sync and async drivers below are the same short loop, one with
-`call`, one with `await acall`.
+core) and drives it with the loops in `drive.py`, the same short loop sync and async.
 """
 
 from __future__ import annotations
@@ -12,14 +11,11 @@ import asyncio
 import html
 import itertools
 import threading
-import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from . import transport
 from .breaker import Breaker, HealthBook
@@ -27,6 +23,7 @@ from .budget import Budget, Ledger, RequestFacts, Spending, prompt_bound
 from .capabilities import resolve
 from .clock import Clock, MonotonicClock
 from .deadline import Deadline, check_seconds
+from .drive import adrive, drive
 from .errors import ConfigError, NoRouteError
 from .journey import Explanation, Routed, Skip
 from .observe import LogObserver, Observer, fan_out
@@ -51,14 +48,9 @@ from .stream import AsyncRoutedStream, Opened, RoutedStream, StreamRestart
 
 __all__ = ["Router"]
 
-T = TypeVar("T")
-
 # Keywords the router takes out of a call before LiteLLM sees it.
 _POLICY_KWARGS = ("on_device", "needs", "deadline")
 
-# Sync calls under a deadline run here, so the caller can stop waiting at the deadline
-# even while a provider trickles its reply. Threads are created only as calls need them.
-_WORKERS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="policy_router")
 
 # Keywords a caller may not pass: each would let LiteLLM decide what the router decides.
 _REFUSED_KWARGS = {
@@ -346,16 +338,16 @@ class Router:
                     raise transport.stream_cut_error(send.route, "")
                 return source, iterator, first, strip
 
-            opened, send = _drive(plan, open_stream, final=False)
+            opened, send = drive(plan, open_stream, final=False)
             stream = RoutedStream(
                 opened,
                 plan,
                 send,
-                reopen=(lambda: _drive(plan, open_stream, final=False)) if self._restart else None,
+                reopen=(lambda: drive(plan, open_stream, final=False)) if self._restart else None,
                 on_restart=self._on_restart,
             )
             return Routed(stream, send.route, plan.journey)
-        response, send = _drive(
+        response, send = drive(
             plan, lambda s: transport.call(s.route, call_kwargs, group, s.timeout)
         )
         return self._finish(response, send, plan)
@@ -377,12 +369,12 @@ class Router:
                     raise transport.stream_cut_error(send.route, "")
                 return source, iterator, first, strip
 
-            opened, send = await _adrive(plan, open_stream, final=False)
+            opened, send = await adrive(plan, open_stream, final=False)
             stream = AsyncRoutedStream(
                 opened,
                 plan,
                 send,
-                reopen=(lambda: _adrive(plan, open_stream, final=False)) if self._restart else None,
+                reopen=(lambda: adrive(plan, open_stream, final=False)) if self._restart else None,
                 on_restart=self._on_restart,
             )
             return Routed(stream, send.route, plan.journey)
@@ -390,7 +382,7 @@ class Router:
         async def open_(send: Send) -> Any:
             return await transport.acall(send.route, call_kwargs, group, send.timeout)
 
-        response, send = await _adrive(plan, open_)
+        response, send = await adrive(plan, open_)
         return self._finish(response, send, plan)
 
     def explain(self, model: str | None = None, messages: Any = None, **kwargs: Any) -> Explanation:
@@ -552,96 +544,6 @@ class Router:
                 f"    {c.name}  [{c.route.reach.value}]  {c.capabilities.describe()}" for c in cs
             )
         return "\n".join(lines)
-
-
-class _Abandoned(Exception):
-    """The deadline passed while a sync call was still running on its worker."""
-
-
-def _drive(plan: Plan, open_: Callable[[Send], T], *, final: bool = True) -> tuple[T, Send]:
-    """The sync driver: ask the plan, send, tell it the outcome, until answered or done."""
-    last: BaseException | None = None
-    while (send := plan.next()) is not None:
-        if send.wait:
-            time.sleep(send.wait)
-        try:
-            result = open_(send) if plan.deadline is None else _within(plan, send, open_, final)
-        except _Abandoned:
-            break
-        except Exception as exc:
-            fault = transport.classify(exc)
-            if fault is None:
-                raise
-            plan.failed(send, fault)
-            last = exc
-            continue
-        plan.answered(send, transport.usage_of(result) if final else None, final=final)
-        return result, send
-    raise plan.error(last)
-
-
-async def _adrive(
-    plan: Plan, open_: Callable[[Send], Awaitable[T]], *, final: bool = True
-) -> tuple[T, Send]:
-    """The async driver: the same loop as `_drive`; the deadline cancels the attempt."""
-    last: BaseException | None = None
-    while (send := plan.next()) is not None:
-        if send.wait:
-            await asyncio.sleep(send.wait)
-        try:
-            if plan.deadline is None:
-                result = await open_(send)
-            else:
-                async with asyncio.timeout(plan.deadline.left()):
-                    result = await open_(send)
-        except Exception as exc:
-            fault = transport.classify(exc)
-            if fault is None and isinstance(exc, TimeoutError):
-                fault = _DEADLINE
-            if fault is None:
-                raise
-            plan.failed(send, fault)
-            last = exc
-            continue
-        plan.answered(send, transport.usage_of(result) if final else None, final=final)
-        return result, send
-    raise plan.error(last)
-
-
-_DEADLINE = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")
-
-
-def _within(plan: Plan, send: Send, open_: Callable[[Send], T], final: bool) -> T:
-    """Run one sync attempt on a worker; stop waiting for it at the deadline.
-
-    An abandoned call keeps running (a thread cannot be cancelled), and settles its cost
-    and health when it ends.
-    """
-    assert plan.deadline is not None
-    future = _WORKERS.submit(open_, send)
-    try:
-        return future.result(timeout=plan.deadline.left())
-    except FutureTimeout:
-        plan.abandoned(send)
-        future.add_done_callback(lambda f: _settle_late(plan, send, f, final))
-        raise _Abandoned from None
-
-
-def _settle_late(plan: Plan, send: Send, future: Future[Any], final: bool) -> None:
-    error = future.exception()
-    if error is not None:
-        plan.settle_late(send, None, transport.classify(error) or _DEADLINE)
-        return
-    result = future.result()
-    if final:
-        plan.settle_late(send, transport.usage_of(result), None)
-    else:
-        # A stream opened after the caller left: nobody will read it. It is closed and
-        # charged its reservation, since the provider was generating for it.
-        close = getattr(result[1], "close", None)
-        if close is not None:
-            close()
-        plan.settle_late(send, None, None)
 
 
 def _order(order: Order | str | Ordering, routes: Sequence[Route]) -> Order | Ordering:

@@ -1,0 +1,119 @@
+"""The drivers: the same short loop, sync and async, around the decision core.
+
+Each asks the plan what to do, sends through `transport`, and tells the plan the outcome;
+they differ only in `call` versus `await acall`, in how they wait out a retry, and in how
+they hold the deadline: async by cancelling the attempt, sync by running it on a worker
+that the caller stops waiting for (LiteLLM's `timeout=` bounds each socket read, not the
+call, so a trickling provider would otherwise hold a sync caller past its deadline).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar
+
+from . import transport
+from .outcome import Fault, FaultKind
+from .plan import Plan, Send
+
+__all__ = ["adrive", "drive"]
+
+T = TypeVar("T")
+
+# Sync calls under a deadline run here, so the caller can stop waiting at the deadline
+# even while a provider trickles its reply. Threads are created only as calls need them.
+_WORKERS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="policy_router")
+
+
+class _Abandoned(Exception):
+    """The deadline passed while a sync call was still running on its worker."""
+
+
+def drive(plan: Plan, open_: Callable[[Send], T], *, final: bool = True) -> tuple[T, Send]:
+    """The sync driver: ask the plan, send, tell it the outcome, until answered or done."""
+    last: BaseException | None = None
+    while (send := plan.next()) is not None:
+        if send.wait:
+            time.sleep(send.wait)
+        try:
+            result = open_(send) if plan.deadline is None else _within(plan, send, open_, final)
+        except _Abandoned:
+            break
+        except Exception as exc:
+            fault = transport.classify(exc)
+            if fault is None:
+                raise
+            plan.failed(send, fault)
+            last = exc
+            continue
+        plan.answered(send, transport.usage_of(result) if final else None, final=final)
+        return result, send
+    raise plan.error(last)
+
+
+async def adrive(
+    plan: Plan, open_: Callable[[Send], Awaitable[T]], *, final: bool = True
+) -> tuple[T, Send]:
+    """The async driver: the same loop as `_drive`; the deadline cancels the attempt."""
+    last: BaseException | None = None
+    while (send := plan.next()) is not None:
+        if send.wait:
+            await asyncio.sleep(send.wait)
+        try:
+            if plan.deadline is None:
+                result = await open_(send)
+            else:
+                async with asyncio.timeout(plan.deadline.left()):
+                    result = await open_(send)
+        except Exception as exc:
+            fault = transport.classify(exc)
+            if fault is None and isinstance(exc, TimeoutError):
+                fault = _DEADLINE
+            if fault is None:
+                raise
+            plan.failed(send, fault)
+            last = exc
+            continue
+        plan.answered(send, transport.usage_of(result) if final else None, final=final)
+        return result, send
+    raise plan.error(last)
+
+
+_DEADLINE = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")
+
+
+def _within(plan: Plan, send: Send, open_: Callable[[Send], T], final: bool) -> T:
+    """Run one sync attempt on a worker; stop waiting for it at the deadline.
+
+    An abandoned call keeps running (a thread cannot be cancelled), and settles its cost
+    and health when it ends.
+    """
+    assert plan.deadline is not None
+    future = _WORKERS.submit(open_, send)
+    try:
+        return future.result(timeout=plan.deadline.left())
+    except FutureTimeout:
+        plan.abandoned(send)
+        future.add_done_callback(lambda f: _settle_late(plan, send, f, final))
+        raise _Abandoned from None
+
+
+def _settle_late(plan: Plan, send: Send, future: Future[Any], final: bool) -> None:
+    error = future.exception()
+    if error is not None:
+        plan.settle_late(send, None, transport.classify(error) or _DEADLINE)
+        return
+    result = future.result()
+    if final:
+        plan.settle_late(send, transport.usage_of(result), None)
+    else:
+        # A stream opened after the caller left: nobody will read it. It is closed and
+        # charged its reservation, since the provider was generating for it.
+        close = getattr(result[1], "close", None)
+        if close is not None:
+            close()
+        plan.settle_late(send, None, None)
