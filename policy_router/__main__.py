@@ -231,7 +231,7 @@ def prices(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     for r in [header, *rows]:
         out(
             f"{r['model']:<{width['model']}}  {r['input']:>{width['input']}}  "
-            f"{r['output']:>{width['output']}}  {r['as_of']}  {r['source']}"
+            f"{r['output']:>{width['output']}}  {r['as_of']:<10}  {r['source']}"
         )
     return 0
 
