@@ -44,10 +44,8 @@ def drive(plan: Plan, open_: Callable[[Send], T], *, final: bool = True) -> tupl
         except _Abandoned:
             break
         except Exception as exc:
-            fault = transport.classify(exc)
-            if fault is None:
+            if not _failed(plan, send, exc):
                 raise
-            plan.failed(send, fault)
             last = exc
             continue
         plan.answered(send, transport.usage_of(result) if final else None, final=final)
@@ -70,12 +68,9 @@ async def adrive(
                 async with asyncio.timeout(plan.deadline.left()):
                     result = await open_(send)
         except Exception as exc:
-            fault = transport.classify(exc)
-            if fault is None and isinstance(exc, TimeoutError):
-                fault = _DEADLINE
-            if fault is None:
+            # asyncio.timeout raises a bare TimeoutError when the deadline cancels the call.
+            if not _failed(plan, send, exc, bare_timeout_is_deadline=True):
                 raise
-            plan.failed(send, fault)
             last = exc
             continue
         plan.answered(send, transport.usage_of(result) if final else None, final=final)
@@ -84,6 +79,20 @@ async def adrive(
 
 
 _DEADLINE = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")
+
+
+def _failed(
+    plan: Plan, send: Send, exc: Exception, *, bare_timeout_is_deadline: bool = False
+) -> bool:
+    """Tell the plan an attempt failed; False when `exc` is not a provider outcome (a bug
+    or a misuse on this side), which the driver then re-raises unchanged."""
+    fault = transport.classify(exc)
+    if fault is None and bare_timeout_is_deadline and isinstance(exc, TimeoutError):
+        fault = _DEADLINE
+    if fault is None:
+        return False
+    plan.failed(send, fault)
+    return True
 
 
 def _within(plan: Plan, send: Send, open_: Callable[[Send], T], final: bool) -> T:

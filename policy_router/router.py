@@ -128,7 +128,7 @@ class Router:
             for r in self._routes
         ]
         if isinstance(order, Mapping):
-            unknown = set(order) - set(self._groups_of(self._routes))
+            unknown = set(order) - {r.group for r in self._routes}
             if unknown:
                 raise ConfigError(f"order names groups no route is in: {sorted(unknown)}")
             self._orders = {g: _order(o, self._routes) for g, o in order.items()}
@@ -465,10 +465,6 @@ class Router:
 
     def _order_of(self, group: str) -> Order | Ordering:
         return self._orders.get(group, self._order)
-
-    @staticmethod
-    def _groups_of(routes: Sequence[Route]) -> set[str]:
-        return {r.group for r in routes}
 
     def _facts(
         self, group: str, kwargs: Mapping[str, Any], *, explaining: bool = False

@@ -146,6 +146,23 @@ class _Routed:
 
     _watch: _Watch
 
+    def __init__(
+        self,
+        opened: Opened,
+        plan: Plan,
+        send: Send,
+        *,
+        reopen: Callable[[], Any] | None = None,
+        on_restart: Callable[[StreamRestart], None] | None = None,
+    ) -> None:
+        """`reopen` opens the next route's answer (sync for RoutedStream, a coroutine for
+        AsyncRoutedStream); given only with `stream_failure="restart"`."""
+        source, iterator, first, strip = opened
+        self._watch = _Watch(source, first, plan, send, strip)
+        self._it = iterator
+        self._reopen = reopen
+        self._on_restart = on_restart
+
     @property
     def journey(self) -> Journey:
         return self._watch.plan.journey
@@ -181,20 +198,8 @@ class RoutedStream(_Routed, Iterator[Any]):
     route, after `on_restart` is told. Two models' text is never spliced silently.
     """
 
-    def __init__(
-        self,
-        opened: Opened,
-        plan: Plan,
-        send: Send,
-        *,
-        reopen: Callable[[], tuple[Opened, Send]] | None = None,
-        on_restart: Callable[[StreamRestart], None] | None = None,
-    ) -> None:
-        source, iterator, first, strip = opened
-        self._watch = _Watch(source, first, plan, send, strip)
-        self._it: Iterator[Any] = iterator
-        self._reopen = reopen
-        self._on_restart = on_restart
+    _it: Iterator[Any]
+    _reopen: Callable[[], tuple[Opened, Send]] | None
 
     def __iter__(self) -> RoutedStream:
         return self
@@ -248,20 +253,8 @@ class RoutedStream(_Routed, Iterator[Any]):
 class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
     """The async twin of `RoutedStream`: `async for chunk in stream`."""
 
-    def __init__(
-        self,
-        opened: Opened,
-        plan: Plan,
-        send: Send,
-        *,
-        reopen: Callable[[], Awaitable[tuple[Opened, Send]]] | None = None,
-        on_restart: Callable[[StreamRestart], None] | None = None,
-    ) -> None:
-        source, iterator, first, strip = opened
-        self._watch = _Watch(source, first, plan, send, strip)
-        self._it: AsyncIterator[Any] = iterator
-        self._reopen = reopen
-        self._on_restart = on_restart
+    _it: AsyncIterator[Any]
+    _reopen: Callable[[], Awaitable[tuple[Opened, Send]]] | None
 
     def __aiter__(self) -> AsyncRoutedStream:
         return self
