@@ -17,12 +17,14 @@ from .errors import (
     OverBudgetError,
     PolicyRouterError,
     RefusedError,
+    StoreUnavailableError,
 )
 from .journey import Attempt, Check, Explanation, Journey, Routed, Skip, Verdict
 from .observe import AttemptLog, LogObserver, read_attempts
 from .order import Fastest, Order, OrderContext, Ordering
 from .preflight import Verdict as PreflightVerdict
 from .prices import Money, Price, PriceTable, Usage
+from .redis_store import RedisStore
 from .requirements import Requirements
 from .retry import Retry
 from .route import Reach, Route
@@ -66,6 +68,7 @@ __all__ = [
     "Price",
     "PriceTable",
     "Reach",
+    "RedisStore",
     "RefusedError",
     "Requirements",
     "RestClosed",
@@ -78,6 +81,7 @@ __all__ = [
     "Skip",
     "Spending",
     "Store",
+    "StoreUnavailableError",
     "StreamRestart",
     "Usage",
     "Verdict",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-from .errors import ConfigError
+from .errors import ConfigError, StoreUnavailableError
 from .journey import Check, Skip
 from .prices import Money, Price, Usage
 from .route import Route
@@ -203,7 +203,10 @@ class Ledger:
                 Check.BUDGET,
                 f"priced in {table.currency}; the budget is in {self.currency}",
             )
-        state = self.store.spend_state(self.budget.name)
+        try:
+            state = self.store.spend_state(self.budget.name)
+        except StoreUnavailableError as error:
+            return self._unreachable(route, error)
         cap = self.budget.cap.micros
         if state.spent >= cap:
             return Skip(
@@ -236,15 +239,26 @@ class Ledger:
             {"worst_case": worst, "left": left},
         )
 
+    def _unreachable(self, route: Route, error: StoreUnavailableError) -> Skip:
+        # Fail closed: a cap that cannot be read cannot be kept, so nothing is sent.
+        return Skip(route.name, Check.BUDGET, f"budget store unreachable: {error}")
+
     def admit(self, route: Route, facts: RequestFacts) -> Skip | Reservation:
         """Reserve the route's worst case atomically, or say why the budget refuses it."""
         verdict = self.check(route, facts)
         if isinstance(verdict, Skip):
             return verdict
         worst, price, bounded = verdict
-        if not self.store.reserve(self.budget.name, worst, self.budget.cap.micros):
+        try:
+            reserved = self.store.reserve(self.budget.name, worst, self.budget.cap.micros)
+        except StoreUnavailableError as error:
+            return self._unreachable(route, error)
+        if not reserved:
             # Another call reserved first: the check above saw a cap it no longer has.
-            state = self.store.spend_state(self.budget.name)
+            try:
+                state = self.store.spend_state(self.budget.name)
+            except StoreUnavailableError as error:
+                return self._unreachable(route, error)
             return self._overrun(
                 route, worst, self.budget.cap.micros - state.spent - state.reserved
             )

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -91,14 +92,22 @@ class ObserversSpec(_Strict):
     attempt_log: str | None = None
 
 
+class StoreSpec(_Strict):
+    redis: str
+    namespace: str | None = None
+    timeout: float = Field(default=0.5, gt=0)
+    retry_every: float = Field(default=1.0, gt=0)
+
+
 class PolicySpec(_Strict):
+    name: str = "default"
     groups: dict[str, GroupSpec] = Field(min_length=1)
     price_tables: dict[str, str | dict[str, Any]] = Field(default_factory=dict)
     budget: BudgetSpec | None = None
     breaker: BreakerSpec | None = None
     retry: RetrySpec | None = None
     deadline: float | None = Field(default=None, gt=0)
-    store: dict[str, Any] | None = None
+    store: StoreSpec | None = None
     observers: ObserversSpec | None = None
 
 
@@ -210,12 +219,8 @@ def routes_and_policies(
                 )
             except ConfigError as error:
                 raise ConfigError(f"{source}: {where}: {error}") from None
-    if spec.store is not None:
-        raise ConfigError(
-            f"{source}: store: a shared store (Redis) is not available in this version; "
-            "remove store: to keep health and spending in memory"
-        )
     policies: dict[str, Any] = {
+        "name": spec.name,
         "order": orders,
         "budget": Budget(spec.budget.cap, spec.budget.currency, unpriced=spec.budget.unpriced)
         if spec.budget
@@ -224,6 +229,27 @@ def routes_and_policies(
         "retry": Retry(**spec.retry.model_dump()) if spec.retry else None,
         "deadline": spec.deadline,
     }
+    if spec.store is not None:
+        url = _secret(spec.store.redis, "store.redis", missing)
+        if url == spec.store.redis and urlsplit(url).password:
+            warnings.warn(
+                f"{source}: store.redis carries a literal password; write "
+                "redis: os.environ/REDIS_URL and keep it out of the file",
+                UserWarning,
+                stacklevel=3,
+            )
+        if url is not None:
+            from .redis_store import RedisStore
+
+            try:
+                policies["store"] = RedisStore(
+                    url,
+                    namespace=spec.store.namespace,
+                    timeout=spec.store.timeout,
+                    retry_every=spec.store.retry_every,
+                )
+            except ConfigError as error:
+                raise ConfigError(f"{source}: store: {error}") from None
     if spec.observers is not None and spec.observers.attempt_log:
         log = Path(spec.observers.attempt_log)
         policies["observers"] = [AttemptLog(log if log.is_absolute() else base / log)]

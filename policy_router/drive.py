@@ -14,19 +14,23 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from functools import partial
 from typing import Any, TypeVar
 
 from . import transport
 from .outcome import Fault, FaultKind
 from .plan import Plan, Send
 
-__all__ = ["adrive", "drive"]
+__all__ = ["adrive", "drive", "later", "step"]
 
 T = TypeVar("T")
 
 # Sync calls under a deadline run here, so the caller can stop waiting at the deadline
 # even while a provider trickles its reply. Threads are created only as calls need them.
 _WORKERS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="policy_router")
+# Async requests run their store steps here when the store is remote; a step is one or a
+# few round trips to Redis, so a few threads serve many concurrent requests.
+_STORE_WORKERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="policy_router_store")
 
 
 class _Abandoned(Exception):
@@ -56,26 +60,76 @@ def drive(plan: Plan, open_: Callable[[Send], T], *, final: bool = True) -> tupl
 async def adrive(
     plan: Plan, open_: Callable[[Send], Awaitable[T]], *, final: bool = True
 ) -> tuple[T, Send]:
-    """The async driver: the same loop as `_drive`; the deadline cancels the attempt."""
+    """The async driver: the same loop as `drive`; the deadline cancels the attempt.
+
+    A cancelled task is told to the plan (its reservation charged or released, its probe
+    given back) before the cancellation goes on, so nothing stays held.
+    """
     last: BaseException | None = None
-    while (send := plan.next()) is not None:
-        if send.wait:
-            await asyncio.sleep(send.wait)
+    while (send := await step(plan, plan.next, undo=_given_back(plan))) is not None:
+        sent = False
         try:
+            if send.wait:
+                await asyncio.sleep(send.wait)
+            sent = True
             if plan.deadline is None:
                 result = await open_(send)
             else:
                 async with asyncio.timeout(plan.deadline.left()):
                     result = await open_(send)
+        except asyncio.CancelledError:
+            later(plan, lambda s=send, was=sent: plan.cancelled(s, sent=was))  # type: ignore[misc]
+            raise
         except Exception as exc:
             # asyncio.timeout raises a bare TimeoutError when the deadline cancels the call.
-            if not _failed(plan, send, exc, bare_timeout_is_deadline=True):
+            told = partial(_failed, plan, send, exc, bare_timeout_is_deadline=True)
+            if not await step(plan, told):
                 raise
             last = exc
             continue
-        plan.answered(send, transport.usage_of(result) if final else None, final=final)
+        usage = transport.usage_of(result) if final else None
+        await step(plan, partial(plan.answered, send, usage, final=final))
         return result, send
     raise plan.error(last)
+
+
+async def step(plan: Plan, fn: Callable[[], T], *, undo: Callable[[T], None] | None = None) -> T:
+    """Run a plan step that touches the store, from async code.
+
+    With an in-process store it runs inline: it is a few dict operations under a lock.
+    With a remote store (Redis) it runs on a worker thread, so the event loop never waits
+    on a socket. If the awaiting task is cancelled, the step still completes on its worker
+    (a half-done store write would lose money) and `undo` is then given its result.
+    """
+    if not plan.remote:
+        return fn()
+    future = asyncio.get_running_loop().run_in_executor(_STORE_WORKERS, fn)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        if undo is not None:
+            future.add_done_callback(
+                lambda f: None if f.cancelled() or f.exception() else undo(f.result())
+            )
+        raise
+
+
+def later(plan: Plan, fn: Callable[[], object]) -> None:
+    """Run a store step without waiting for it: on a worker for a remote store."""
+    if plan.remote:
+        _STORE_WORKERS.submit(fn)
+    else:
+        fn()
+
+
+def _given_back(plan: Plan) -> Callable[[Send | None], None]:
+    """What undoes a `next()` whose caller was cancelled before it saw the route."""
+
+    def undo(send: Send | None) -> None:
+        if send is not None:
+            later(plan, lambda: plan.cancelled(send, sent=False))
+
+    return undo
 
 
 _DEADLINE = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")

@@ -11,7 +11,13 @@ PEP 678 notes. The tree below covers what the router decides on its own:
     │   ├── OverBudgetError           every route that could serve was refused by the budget
     │   └── AllRestingError           every route that could serve is resting (transient)
     ├── DeadlineExceededError (TimeoutError)   the request's deadline passed
-    └── RefusedError                  a provider refused the work on content policy
+    ├── RefusedError                  a provider refused the work on content policy
+    └── StoreUnavailableError (ConnectionError)   a shared store (Redis) cannot be reached
+
+A request is never failed by `StoreUnavailableError`: the budget then refuses its routes
+("budget store unreachable", an `OverBudgetError`) and health falls back to this process's
+own view. It is raised only where the store's answer itself was asked for, such as
+`router.spending()`.
 
 Every error except `ConfigError` carries the request's `journey` (which may be None only
 when the request never reached a decision).
@@ -32,6 +38,7 @@ __all__ = [
     "OverBudgetError",
     "PolicyRouterError",
     "RefusedError",
+    "StoreUnavailableError",
 ]
 
 
@@ -111,3 +118,11 @@ class RefusedError(PolicyRouterError):
     ) -> None:
         super().__init__(message, journey=journey)
         self.provider_error = provider_error
+
+
+class StoreUnavailableError(PolicyRouterError, ConnectionError):
+    """The shared store could not be reached, or answered too late.
+
+    The message names the store by its address without its password. Nothing that
+    depended on the store's answer happened.
+    """

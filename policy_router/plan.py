@@ -94,8 +94,11 @@ class Plan:
         on_result: Callable[[str, str, float], None] | None = None,
         rng: random.Random | None = None,
         sifted: tuple[Sequence[Candidate], Sequence[Skip]] | None = None,
+        remote: bool = False,
     ) -> None:
         self.group = group
+        # The store is reached over the network: async drivers run store steps off-loop.
+        self.remote = remote
         self.needs = needs
         self._clock = clock
         self._ledger = ledger
@@ -225,6 +228,34 @@ class Plan:
         fault = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")
         self._last_fault = fault
         self._record(self._failure(send, fault, "abandoned at the deadline; settles when it ends"))
+
+    def cancelled(self, send: Send, *, sent: bool) -> None:
+        """The caller cancelled the request during this attempt (an async task cancelled).
+
+        Once the request was sent the provider may generate and bill it, so the call is
+        charged its reservation, counted as unmeasured; before that it is released. The
+        breaker learns nothing either way, and a claimed probe is given back.
+        """
+        self.expired = True
+        cost = self._settle(send, None) if sent else None
+        if not sent:
+            self._release(send)
+        if self._health is not None:
+            self._health.release(send.route.name)
+        then = "charged its reservation" if sent else "released; nothing was sent"
+        self._record(
+            Attempt(
+                send.route.name,
+                "cancelled",
+                error="the caller cancelled the request",
+                elapsed=self._since(send),
+                wait=send.wait,
+                then=then,
+                cost=cost,
+                group=self.group,
+                journey_id=self.id,
+            )
+        )
 
     def settle_late(self, send: Send, usage: Usage | None, fault: Fault | None) -> None:
         """An abandoned call ended: charge or release it, and tell the breaker."""

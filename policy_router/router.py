@@ -87,12 +87,16 @@ class Router:
     `quiet_litellm=True` (the default) it sets `litellm.suppress_debug_info`, so failing
     over does not print LiteLLM's help banner on every skip. The router is safe to share
     between threads and tasks.
+
+    Health and spending live in `store`: in this process by default, or in Redis with
+    `store=RedisStore(url)`, shared by every process whose router has the same `name`.
     """
 
     def __init__(
         self,
         routes: Iterable[Route],
         *,
+        name: str = "default",
         order: Order | str | Ordering | Mapping[str, Order | str | Ordering] = Order.AS_LISTED,
         budget: Budget | None = None,
         breaker: Breaker | None = None,
@@ -138,7 +142,20 @@ class Router:
             self._order = _order(order, self._routes)
         if budget is not None and not isinstance(budget, Budget):
             raise ConfigError(f"budget must be a Budget, got {type(budget).__name__}")
-        self._store: Store = store if store is not None else InMemoryStore()
+        if store is not None and not callable(getattr(store, "bind", None)):
+            raise ConfigError(
+                f"store must be a Store such as InMemoryStore() or RedisStore(url), got "
+                f"{type(store).__name__}"
+            )
+        if not isinstance(name, str) or not name or not name.isprintable() or " " in name:
+            raise ConfigError(
+                f"Router name must be a non-empty string without spaces, got {name!r}; it "
+                "names the router's keys in a shared store"
+            )
+        self.name = name
+        self._store: Store = (store if store is not None else InMemoryStore()).bind(
+            name, self._clock
+        )
         self._ledger = Ledger(budget, self._store) if budget is not None else None
         if breaker is not None and not isinstance(breaker, Breaker):
             raise ConfigError(f"breaker must be a Breaker, got {type(breaker).__name__}")
@@ -457,6 +474,7 @@ class Router:
             on_result=order.on_result
             if isinstance(order := self._order_of(group), Ordering)
             else None,
+            remote=self._store.remote,
         )
         return plan, call_kwargs
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .clock import Clock
 
 __all__ = ["Health", "InMemoryStore", "SpendState", "Store"]
 
@@ -50,7 +53,20 @@ class Health:
 
 
 class Store(Protocol):
-    """What the router needs from a state store. Every method is atomic."""
+    """What the router needs from a state store. Every method is atomic.
+
+    `remote` is True for a store reached over the network: the async driver then runs
+    the plan's store steps on worker threads, so the event loop never waits on a socket.
+    `bind` is called once by each router with its name and clock; a store returns itself
+    or a view scoped to that router (a shared store namespaces its keys by the name and
+    converts its own clock's times to the router's).
+    """
+
+    remote: bool
+
+    def bind(self, router: str, clock: Clock) -> Store:
+        """The store as one router sees it: itself, or a view scoped to the router."""
+        ...
 
     def reserve(self, budget: str, amount: int, cap: int | None) -> bool:
         """Reserve `amount` if spent + reserved + amount stays within `cap` (None: no cap)."""
@@ -80,7 +96,16 @@ class Store(Protocol):
 
 
 class InMemoryStore:
-    """The default store: one process, thread- and task-safe, nothing held across a call."""
+    """The default store: one process, thread- and task-safe, nothing held across a call.
+
+    Several routers may share one instance; they then share budgets by budget name and
+    health records by route name. Nothing survives the process.
+    """
+
+    remote = False
+
+    def bind(self, router: str, clock: Clock) -> InMemoryStore:
+        return self
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

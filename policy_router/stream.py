@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from loguru import logger
 
 from . import transport
+from .drive import step
 from .journey import Journey
 from .plan import FaultKind, Plan, Send
 from .prices import Usage
@@ -269,7 +271,7 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
             try:
                 chunk = await self._it.__anext__()
             except StopAsyncIteration:
-                error = w.ended()
+                error = await step(w.plan, w.ended)
                 if error is None:
                     raise
                 await self._fail(error)
@@ -281,7 +283,8 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
                 return chunk
 
     async def _fail(self, exc: BaseException) -> None:
-        error = self._watch.failed(exc, restart=self._reopen is not None)
+        watch = self._watch
+        error = await step(watch.plan, partial(watch.failed, exc, restart=self._reopen is not None))
         if error is exc:
             raise error
         if error is not None:
@@ -293,7 +296,7 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
 
     async def aclose(self) -> None:
         """Stop reading: the connection is released and the call's cost settled."""
-        self._watch.closed()
+        await step(self._watch.plan, self._watch.closed)
         close = getattr(self._it, "aclose", None)
         if close is not None:
             await close()

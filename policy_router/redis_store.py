@@ -1,0 +1,450 @@
+"""RedisStore: one budget and one breaker for every process that names the same Redis.
+
+The same interface as `InMemoryStore` (see `store.py`); nothing above the store changes.
+
+Budget: `reserve` is one Lua script (check the cap and reserve in one step), `settle` and
+`release` one MULTI transaction each, so processes on any number of machines share one cap
+and cannot overshoot it when `max_tokens` is set.
+
+Health: a route's record is a Redis hash whose times are on the *server's* clock (`TIME`),
+read and written under WATCH, so exactly one process claims a half-open probe, and a rest
+started by one process is seen by every other on its next call. The record is handed to
+the router converted to the router's own clock, so the breaker's pure transitions run
+unchanged. A probe claimed by a process that then died is given up after `probe_lease`.
+
+When Redis cannot be reached (refused, timed out, wrong password), the store fails in the
+safe direction. Budget checks fail closed: the budget refuses every route with "budget
+store unreachable" and nothing is sent. A settle or release that could not be written is
+kept in order and written first when Redis answers again, so no cost is lost while the
+process lives. Health falls back to this process's own view, with one WARNING per outage;
+the store tries Redis again every `retry_every` seconds and returns to the shared records
+by itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from loguru import logger
+
+from .clock import Clock, MonotonicClock
+from .errors import ConfigError, StoreUnavailableError
+from .store import Health, InMemoryStore, SpendState
+
+# redis-py's own annotations are loose (bytes | str everywhere, transaction callbacks
+# typed as returning None); its clients are taken as Any here and the replies checked.
+_Client = Any
+
+__all__ = ["RedisStore"]
+
+T = TypeVar("T")
+
+# Checks the cap and reserves in one step; a missing field counts as 0.
+_RESERVE = """
+local v = redis.call('HMGET', KEYS[1], 'spent', 'reserved')
+local amount = tonumber(ARGV[1])
+if ARGV[2] ~= '' and tonumber(v[1] or '0') + tonumber(v[2] or '0') + amount > tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('HINCRBY', KEYS[1], 'reserved', amount)
+return 1
+"""
+
+# A record and the server's clock in one round trip.
+_READ = """
+local t = redis.call('TIME')
+return {t[1], t[2], redis.call('HGETALL', KEYS[1])}
+"""
+
+_SPEND_FIELDS = ("spent", "reserved", "calls", "unmeasured", "unbounded")
+
+
+def _address(url: str) -> str:
+    """The URL without its user and password, for messages and the repr."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"unix://{parts.path}"
+    host = parts.hostname or "localhost"
+    return f"{parts.scheme}://{host}:{parts.port or 6379}{parts.path or ''}"
+
+
+class _Link:
+    """What every view of one RedisStore shares: the client, the outage, the backlog."""
+
+    def __init__(self, client: _Client, where: str, retry_every: float) -> None:
+        self.client = client
+        self.where = where
+        self.retry_every = retry_every
+        self.lock = threading.Lock()
+        self.retry_at = 0.0
+        self.down_since: float | None = None
+        self.error = ""
+        self.recoveries = 0
+        # Budget writes that could not be made, oldest first; written before anything else.
+        self.backlog: list[Callable[[_Client], object]] = []
+        self.flushing = threading.Lock()
+
+    def run(self, op: Callable[[_Client], T]) -> T:
+        """Run `op` against Redis, or raise StoreUnavailableError without waiting when
+        Redis was found unreachable less than `retry_every` seconds ago."""
+        import redis
+
+        if self.down_since is not None and time.monotonic() < self.retry_at:
+            raise self._unavailable()
+        try:
+            if self.backlog:
+                self._flush()
+            result = op(self.client)
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as error:
+            self._lost(error)
+            raise self._unavailable() from None
+        if self.down_since is not None:
+            self._back()
+        return result
+
+    def write(self, op: Callable[[_Client], object]) -> None:
+        """Run a budget write now, or keep it for when Redis answers again."""
+        try:
+            self.run(op)
+        except StoreUnavailableError:
+            with self.lock:
+                self.backlog.append(op)
+
+    def _flush(self) -> None:
+        with self.flushing:
+            while True:
+                with self.lock:
+                    if not self.backlog:
+                        return
+                    op = self.backlog[0]
+                op(self.client)  # an outage here leaves it first in line
+                with self.lock:
+                    self.backlog.pop(0)
+
+    def _unavailable(self) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"Redis at {self.where} is unreachable ({self.error}); "
+            f"trying again every {self.retry_every:g} s"
+        )
+
+    def _lost(self, error: BaseException) -> None:
+        with self.lock:
+            first = self.down_since is None
+            now = time.monotonic()
+            self.error = f"{type(error).__name__}: {str(error)[:200]}"
+            self.retry_at = now + self.retry_every
+            if first:
+                self.down_since = now
+        if first:
+            logger.warning(
+                "Redis at {} is unreachable ({}): budgets refuse calls and health uses this "
+                "process's own view until it answers again",
+                self.where,
+                self.error,
+            )
+
+    def _back(self) -> None:
+        with self.lock:
+            if self.down_since is None:
+                return
+            lasted = time.monotonic() - self.down_since
+            self.down_since = None
+            self.recoveries += 1
+        logger.warning(
+            "Redis at {} answers again after {:.1f} s; shared budgets and health resumed",
+            self.where,
+            lasted,
+        )
+
+
+class RedisStore:
+    """Budgets and route health in Redis, shared by every router that uses the same keys.
+
+    `url` takes redis-py's forms: `redis://[[user]:password@]host:port/db`, `rediss://`
+    for TLS, `unix:///path/to.sock`. Keys live under `namespace`, by default
+    `policy_router:<router name>` (the `name=` given to `Router`), so routers with the same
+    name share one breaker and their budgets by budget name, and differently named routers
+    share nothing. Every operation has `timeout` seconds to answer; an unreachable Redis
+    is tried again every `retry_every` seconds, and in between the store does not wait
+    on it at all (see the module docstring for what fails closed and what degrades).
+
+    It promises no overshoot of a cap across processes when `max_tokens` is set, and one
+    half-open probe at a time across processes. It does not promise exactly-once budget
+    writes: a settle whose reply was lost may be written twice when it is replayed, which
+    over-counts spending and never under-counts it. A process killed during a call leaves
+    that call's reservation held (the cap shrinks by it, it is never overshot) until
+    `clear()` is called. Needs the `redis` extra (`pip install 'policy-router[redis]'`).
+    """
+
+    remote = True
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        namespace: str | None = None,
+        timeout: float = 0.5,
+        retry_every: float = 1.0,
+        probe_lease: float = 300.0,
+        keep_health: float = 86400.0,
+    ) -> None:
+        try:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError:
+            raise ConfigError(
+                "RedisStore needs redis-py: pip install 'policy-router[redis]'"
+            ) from None
+        if not isinstance(url, str) or urlsplit(url).scheme not in ("redis", "rediss", "unix"):
+            raise ConfigError(
+                "RedisStore url must start with redis://, rediss:// (TLS) or unix://, "
+                f"got {_address(url) if isinstance(url, str) else type(url).__name__!r}"
+            )
+        if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
+            raise ConfigError(f"RedisStore namespace must be a non-empty string, got {namespace!r}")
+        for field, value in (
+            ("timeout", timeout),
+            ("retry_every", retry_every),
+            ("probe_lease", probe_lease),
+            ("keep_health", keep_health),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigError(f"RedisStore {field} must be seconds > 0, got {value!r}")
+        where = _address(url)
+        # One retry covers a pooled connection that went stale while Redis restarted; more
+        # would hold a call for longer than `timeout` when Redis is really gone.
+        client = redis.Redis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 1),
+            decode_responses=True,
+        )
+        self._link = _Link(client, where, float(retry_every))
+        self._explicit = namespace
+        self.namespace = namespace or "policy_router:default"
+        self._clock: Clock = MonotonicClock()
+        self._probe_lease = float(probe_lease)
+        self._keep = int(keep_health)
+        self._local = InMemoryStore()
+        self._recoveries = 0
+
+    def bind(self, router: str, clock: Clock) -> RedisStore:
+        """A view for one router: its namespace (unless one was given) and its clock."""
+        view = copy.copy(self)
+        view.namespace = self._explicit or f"policy_router:{router}"
+        view._clock = clock
+        view._local = InMemoryStore()
+        return view
+
+    # -- keys ------------------------------------------------------------------------------
+    def _budget_key(self, budget: str) -> str:
+        return f"{self.namespace}:budget:{budget}"
+
+    def _health_key(self, route: str) -> str:
+        return f"{self.namespace}:health:{route}"
+
+    @property
+    def _index(self) -> str:
+        return f"{self.namespace}:routes"
+
+    # -- budget ----------------------------------------------------------------------------
+    def reserve(self, budget: str, amount: int, cap: int | None) -> bool:
+        key, limit = self._budget_key(budget), "" if cap is None else str(cap)
+        return bool(self._link.run(lambda r: r.eval(_RESERVE, 1, key, amount, limit)))
+
+    def settle(
+        self, budget: str, reserved: int, cost: int, *, measured: bool, bounded: bool
+    ) -> None:
+        key = self._budget_key(budget)
+
+        def write(r: _Client) -> object:
+            pipe = r.pipeline(transaction=True)
+            pipe.hincrby(key, "spent", cost)
+            pipe.hincrby(key, "reserved", -reserved)
+            pipe.hincrby(key, "calls", 1)
+            if not measured:
+                pipe.hincrby(key, "unmeasured", 1)
+            if not bounded:
+                pipe.hincrby(key, "unbounded", 1)
+            return pipe.execute()
+
+        self._link.write(write)
+
+    def release(self, budget: str, reserved: int) -> None:
+        key = self._budget_key(budget)
+        self._link.write(lambda r: r.hincrby(key, "reserved", -reserved))
+
+    def spend_state(self, budget: str) -> SpendState:
+        """The budget's state; raises StoreUnavailableError when Redis cannot be reached."""
+        key = self._budget_key(budget)
+        values = self._link.run(lambda r: r.hmget(key, _SPEND_FIELDS))
+        return SpendState(*(int(v or 0) for v in values))
+
+    @property
+    def pending_writes(self) -> int:
+        """Budget writes made during an outage and not yet written to Redis."""
+        return len(self._link.backlog)
+
+    # -- health ----------------------------------------------------------------------------
+    def _local_view(self) -> InMemoryStore:
+        # Records kept during an earlier outage are stale once Redis has answered again.
+        if self._recoveries != self._link.recoveries:
+            self._recoveries = self._link.recoveries
+            self._local.reset_health()
+        return self._local
+
+    def _decode(self, reply: list[Any]) -> tuple[Health, float, float, bool]:
+        """A `_READ` reply as a record on the router's clock, the clock offset, the
+        server's time, and whether the record exists."""
+        seconds, micros, flat = reply
+        server_now = int(seconds) + int(micros) / 1e6
+        offset = self._clock.now() - server_now
+        f = dict(zip(flat[::2], flat[1::2], strict=True))
+        if not f:
+            return Health(), offset, server_now, False
+        rest_until = float(f.get("rest_until", 0.0))
+        probing = f.get("probing") == "1"
+        if probing and server_now - float(f.get("probe_at", 0.0)) > self._probe_lease:
+            probing = False  # its prober never reported back
+        health = Health(
+            state=f.get("state", "closed"),
+            failures=int(f.get("failures", 0)),
+            rest_until=rest_until + offset if rest_until else 0.0,
+            rest=float(f.get("rest", 0.0)),
+            probing=probing,
+            last_error=f.get("last_error", ""),
+            opened=int(f.get("opened", 0)),
+        )
+        return health, offset, server_now, True
+
+    def _write(
+        self, pipe: Any, route: str, old: Health, new: Health, offset: float, server_now: float
+    ) -> None:
+        key = self._health_key(route)
+        if new == Health():
+            pipe.delete(key)
+            pipe.srem(self._index, route)
+            return
+        rest_until = new.rest_until - offset if new.rest_until else 0.0
+        fields: dict[str, str | int] = {
+            "state": new.state,
+            "failures": new.failures,
+            "rest_until": repr(rest_until),
+            "rest": repr(new.rest),
+            "probing": int(new.probing),
+            "last_error": new.last_error,
+            "opened": new.opened,
+        }
+        if new.probing and not old.probing:
+            fields["probe_at"] = repr(server_now)
+        pipe.hset(key, mapping=fields)
+        pipe.expire(key, int(max(rest_until - server_now, 0.0)) + self._keep)
+        pipe.sadd(self._index, route)
+
+    def health(self, route: str) -> Health:
+        key = self._health_key(route)
+        try:
+            return self._decode(self._link.run(lambda r: r.eval(_READ, 1, key)))[0]
+        except StoreUnavailableError:
+            return self._local_view().health(route)
+
+    def update_health(self, route: str, change: Callable[[Health], Health]) -> Health:
+        key = self._health_key(route)
+
+        def transact(pipe: Any) -> Health:
+            old, offset, server_now, _ = self._decode(pipe.eval(_READ, 1, key))
+            new = change(old)
+            pipe.multi()
+            self._write(pipe, route, old, new, offset, server_now)
+            return new
+
+        def op(r: _Client) -> Health:
+            # Most calls change nothing (a closed route admitted, a healthy one answering):
+            # one read decides them, with no WATCH round trips.
+            old = self._decode(r.eval(_READ, 1, key))[0]
+            new = change(old)
+            if new == old:
+                return new
+            result: Health = r.transaction(transact, key, value_from_callable=True)
+            return result
+
+        try:
+            return self._link.run(op)
+        except StoreUnavailableError:
+            return self._local_view().update_health(route, change)
+
+    def all_health(self) -> dict[str, Health]:
+        def op(r: _Client) -> dict[str, Health]:
+            names = sorted(r.smembers(self._index))
+            pipe = r.pipeline(transaction=False)
+            for name in names:
+                pipe.eval(_READ, 1, self._health_key(name))
+            records: dict[str, Health] = {}
+            expired = []
+            for name, reply in zip(names, pipe.execute(), strict=True):
+                health, _, _, exists = self._decode(reply)
+                if exists:
+                    records[name] = health
+                else:
+                    expired.append(name)
+            if expired:
+                r.srem(self._index, *expired)
+            return records
+
+        try:
+            return self._link.run(op)
+        except StoreUnavailableError:
+            return self._local_view().all_health()
+
+    def reset_health(self, route: str | None = None) -> None:
+        """Forget health records, in Redis for every process sharing them.
+
+        Raises StoreUnavailableError when Redis cannot be reached (this process's own view
+        is reset all the same).
+        """
+        self._local.reset_health(route)
+
+        def op(r: _Client) -> None:
+            names = [route] if route is not None else list(r.smembers(self._index))
+            if names:
+                r.delete(*(self._health_key(n) for n in names))
+                r.srem(self._index, *names)
+
+        self._link.run(op)
+
+    def clear(self) -> None:
+        """Delete every key under this store's namespace: spending, reservations, health.
+
+        For tests and for starting a budget afresh; every process sharing the namespace
+        sees it at once. Reservations of calls still running are dropped too.
+        """
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self.namespace) + ":*"
+
+        def op(r: _Client) -> None:
+            keys = list(r.scan_iter(match=pattern, count=500))
+            if keys:
+                r.delete(*keys)
+
+        self._link.run(op)
+        self._local.reset_health()
+
+    def ping(self) -> float:
+        """Seconds one round trip to Redis took; raises StoreUnavailableError."""
+        start = time.perf_counter()
+        self._link.run(lambda r: r.ping())
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        """Close the connection pool. Views made by `bind` share it and close with it."""
+        self._link.client.close()
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self._link.where!r}, namespace={self.namespace!r})"

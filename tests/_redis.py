@@ -1,0 +1,92 @@
+"""A real redis-server on a free loopback port, started and stopped by the tests."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+BINARY = shutil.which("redis-server")
+WHY_MISSING = (
+    "redis-server is not installed: `apt-get install redis-server` (.ci/run does it) "
+    "to run the shared-store tests"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """One redis-server process, on 127.0.0.1 only, with nothing persisted to disk.
+
+    `stop()` kills it (SIGKILL, like a crash); `start()` brings it back on the same port,
+    with its data when `persist` is set, else empty.
+    """
+
+    def __init__(self, password: str | None = None, *, persist: bool = False) -> None:
+        # persist: an append-only file synced on every write, so a killed server comes
+        # back with every budget write it acknowledged (as production Redis should be run).
+        self.persist = persist
+        assert BINARY is not None, WHY_MISSING
+        self.port = free_port()
+        self.password = password
+        self._dir = Path(tempfile.mkdtemp(prefix="policy_router_redis_"))
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        args = [
+            str(BINARY),
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.persist else "no",
+            "--appendfsync",
+            "always",
+            "--dir",
+            str(self._dir),
+            "--protected-mode",
+            "yes",
+        ]
+        if self.password:
+            args += ["--requirepass", self.password]
+        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                if self._proc.poll() is not None:
+                    raise RuntimeError(
+                        f"redis-server exited with {self._proc.returncode}"
+                    ) from None
+                time.sleep(0.02)
+        raise RuntimeError("redis-server did not start within 10 s")
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        shutil.rmtree(self._dir, ignore_errors=True)

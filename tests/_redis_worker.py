@@ -1,0 +1,80 @@
+"""What each worker process of the shared-store tests runs (imported by a forkserver)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+from policy_router import (
+    Breaker,
+    Budget,
+    OverBudgetError,
+    PriceTable,
+    RedisStore,
+    Route,
+    Router,
+)
+
+MESSAGES = [{"role": "user", "content": "Say hello."}]
+# Output only, 1.00 per million tokens: a call of `max_tokens` that uses them all costs
+# exactly its reservation, so a cap of K reservations fits K calls and not one more.
+TABLE = {
+    "currency": "USD",
+    "as_of": "2026-11-01",
+    "source": "tests",
+    "models": {
+        "openai/a": {"input": "0", "output": "1.00"},
+        "openai/b": {"input": "0", "output": "1.00"},
+    },
+}
+
+
+def router(redis_url: str, base_url: str, **policies: Any) -> Router:
+    table = PriceTable.from_dict(TABLE, name="tests")
+    routes = [
+        Route(
+            f"openai/{m}",
+            name=m,
+            group="g",
+            api_base=base_url,
+            api_key=f"sk-test-secret-{m}",
+            prices=table,
+            capabilities={"streaming": True},
+        )
+        for m in ("a", "b")
+    ]
+    return Router(routes, name="shared", store=RedisStore(redis_url), **policies)
+
+
+def burst(
+    redis_url: str, base_url: str, cap: str, calls: int, max_tokens: int, barrier: Any
+) -> Counter[str]:
+    """`calls` concurrent async calls against one shared cap; how each ended."""
+    r = router(redis_url, base_url, budget=Budget(cap))
+
+    async def one() -> str:
+        try:
+            await r.acompletion(model="openai/a", messages=MESSAGES, max_tokens=max_tokens)
+            return "answered"
+        except OverBudgetError:
+            return "refused"
+
+    async def all_() -> list[str]:
+        return await asyncio.gather(*(one() for _ in range(calls)))
+
+    barrier.wait()
+    return Counter(asyncio.run(all_()))
+
+
+def one_call(redis_url: str, base_url: str, cooldown: float, start: Any, out: Any) -> None:
+    """Wait for `start` (an Event or a Barrier), make one call, report its journey."""
+    r = router(redis_url, base_url, breaker=Breaker(failures=1, cooldown=cooldown))
+    start.wait()
+    routed = r.route(model="g", messages=MESSAGES, max_tokens=5)
+    out.put(
+        {
+            "answered": routed.route.name,
+            "skipped": {s.route: s.reason for s in routed.journey.skips},
+        }
+    )

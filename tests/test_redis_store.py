@@ -1,0 +1,429 @@
+"""The shared store: a real redis-server on a free loopback port, started by these tests.
+
+Budgets and breaker health shared across routers and across processes, the server's clock,
+and what happens when Redis is killed mid-run and comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from loguru import logger
+
+from policy_router import (
+    Breaker,
+    Budget,
+    ConfigError,
+    Health,
+    ManualClock,
+    OverBudgetError,
+    PriceTable,
+    RedisStore,
+    Route,
+    Router,
+    StoreUnavailableError,
+)
+from policy_router.testing import Fail, FakeProvider, Hang, Reply
+
+from ._redis import BINARY, WHY_MISSING, RedisServer
+from ._redis_worker import MESSAGES, TABLE, burst, one_call
+from .conftest import KEY_PREFIX
+
+pytestmark = pytest.mark.skipif(BINARY is None, reason=WHY_MISSING)
+
+MAX_TOKENS = 50
+WORST = MAX_TOKENS  # micro-dollars: 50 output tokens at 1.00 per million
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisServer]:
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture
+def url(redis_server: RedisServer) -> Iterator[str]:
+    yield redis_server.url
+    RedisStore(redis_server.url, namespace="policy_router:shared").clear()
+
+
+@pytest.fixture
+def exact_fake() -> Iterator[FakeProvider]:
+    """A FakeProvider whose every answer uses all of `max_tokens`: cost == reservation."""
+    with FakeProvider(default=Reply(usage=(3, MAX_TOKENS))) as fake:
+        yield fake
+
+
+def routes(fake: FakeProvider) -> list[Route]:
+    table = PriceTable.from_dict(TABLE, name="tests")
+    return [
+        Route(
+            f"openai/{m}",
+            name=m,
+            group="g",
+            api_base=fake.base_url,
+            api_key=f"{KEY_PREFIX}{m}",
+            prices=table,
+            capabilities={"streaming": True},
+        )
+        for m in ("a", "b")
+    ]
+
+
+def shared(url: str, fake: FakeProvider, **policies: Any) -> Router:
+    """A router as another process would build it: its own RedisStore and connections."""
+    return Router(routes(fake), name="shared", store=RedisStore(url), **policies)
+
+
+# -- the store on its own ----------------------------------------------------------------------
+def test_reserve_is_atomic_across_clients(url: str) -> None:
+    stores = [RedisStore(url, namespace="policy_router:shared") for _ in range(8)]
+    wins: list[bool] = []
+
+    def grab(store: RedisStore) -> None:
+        wins.extend(store.reserve("b", 10, 55) for _ in range(5))
+
+    threads = [threading.Thread(target=grab, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wins.count(True) == 5  # 5 x 10 fits in 55, a sixth does not
+    state = stores[0].spend_state("b")
+    assert (state.reserved, state.spent) == (50, 0)
+    stores[1].settle("b", 10, 4, measured=True, bounded=True)
+    stores[2].release("b", 10)
+    stores[3].settle("b", 10, 10, measured=False, bounded=False)
+    state = stores[4].spend_state("b")
+    assert (state.spent, state.reserved, state.calls) == (14, 20, 2)
+    assert (state.unmeasured, state.unbounded) == (1, 1)
+
+
+def test_times_are_on_the_servers_clock_not_a_machines(url: str) -> None:
+    # Two routers whose monotonic clocks are a million seconds apart see the same rest.
+    store = RedisStore(url)
+    early, late = ManualClock(100.0), ManualClock(1_000_100.0)
+    a, b = store.bind("shared", early), store.bind("shared", late)
+    a.update_health("r", lambda h: Health("open", 3, rest_until=100.0 + 30, rest=30))
+    seen = b.health("r")
+    assert seen.state == "open"
+    assert seen.rest_until - late.now() == pytest.approx(30, abs=0.5)
+    assert a.health("r").rest_until - early.now() == pytest.approx(30, abs=0.5)
+
+
+def test_one_probe_among_many_claimants(url: str) -> None:
+    breaker = Breaker(failures=1, cooldown=30)
+    stores = [RedisStore(url).bind("shared", ManualClock()) for _ in range(6)]
+    stores[0].update_health("r", lambda h: Health("open", 1, rest_until=-1.0, rest=30))
+    reasons: list[str | None] = []
+
+    def claim(store: Any) -> None:
+        def change(h: Health) -> Health:
+            new, reason = breaker.admit(h, 0.0)
+            change.reason = reason  # type: ignore[attr-defined]
+            return new
+
+        store.update_health("r", change)
+        reasons.append(change.reason)  # type: ignore[attr-defined]
+
+    threads = [threading.Thread(target=claim, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert reasons.count(None) == 1
+    assert stores[0].health("r").probing
+
+
+def test_a_probe_whose_prober_died_is_given_up_after_its_lease(url: str) -> None:
+    store = RedisStore(url, probe_lease=0.2).bind("shared", ManualClock())
+    store.update_health("r", lambda h: Health("half_open", 1, rest_until=-1.0, probing=True))
+    assert store.health("r").probing
+    time.sleep(0.3)
+    assert not store.health("r").probing
+
+
+def test_health_records_expire_on_the_server(url: str) -> None:
+    store = RedisStore(url, keep_health=1).bind("shared", ManualClock())
+    store.update_health("r", lambda h: Health(failures=1))
+    assert store.all_health() == {"r": Health(failures=1)}
+    time.sleep(2.1)
+    assert store.all_health() == {}
+
+
+def test_bad_settings_are_refused_before_anything_connects() -> None:
+    with pytest.raises(ConfigError, match="redis://, rediss://"):
+        RedisStore("http://127.0.0.1:6379")
+    with pytest.raises(ConfigError, match="timeout must be seconds"):
+        RedisStore("redis://127.0.0.1:1/0", timeout=0)
+    with pytest.raises(ConfigError, match="store must be a Store"):
+        Router([Route("openai/a", group="g", capabilities={})], store=object())  # type: ignore[arg-type]
+
+
+def test_the_password_never_shows(redis_server: RedisServer) -> None:
+    store = RedisStore("redis://:hunter2-secret@127.0.0.1:1/0", timeout=0.1)
+    assert "hunter2" not in repr(store)
+    with pytest.raises(StoreUnavailableError) as caught:
+        store.spend_state("b")
+    assert "hunter2" not in str(caught.value)
+    assert "127.0.0.1:1" in str(caught.value)
+
+
+def test_a_password_and_the_wrong_one(tmp_path: Any) -> None:
+    with RedisServer(password="right-pass") as server:
+        ok = RedisStore(server.url)
+        assert ok.reserve("b", 1, 10)
+        wrong = RedisStore(server.url.replace("right-pass", "wrong-pass"))
+        with pytest.raises(StoreUnavailableError, match=r"Authentication|invalid|WRONGPASS"):
+            wrong.spend_state("b")
+
+
+# -- routers sharing it ------------------------------------------------------------------------
+def test_a_rest_taken_by_one_router_is_seen_by_anothers_next_call(
+    url: str, fake: FakeProvider
+) -> None:
+    one = shared(url, fake, breaker=Breaker(failures=1, cooldown=60))
+    other = shared(url, fake, breaker=Breaker(failures=1, cooldown=60))
+    fake.script("a", Fail(503))
+    assert one.route(model="g", messages=MESSAGES).route.name == "b"
+    routed = other.route(model="g", messages=MESSAGES)
+    assert routed.route.name == "b"
+    assert "resting" in routed.journey.skips[0].reason
+    assert fake.requests("a") == 1
+    assert set(other.resting()) == {"a"}
+    other.reset("a")
+    assert one.resting() == {}
+
+
+def test_differently_named_routers_share_nothing(url: str, fake: FakeProvider) -> None:
+    one = shared(url, fake, breaker=Breaker(failures=1, cooldown=60))
+    stranger = Router(routes(fake), name="other", store=RedisStore(url), breaker=Breaker())
+    fake.script("a", Fail(503))
+    one.route(model="g", messages=MESSAGES)
+    assert stranger.resting() == {}
+    RedisStore(url, namespace="policy_router:other").clear()
+
+
+def test_async_calls_share_the_budget_without_blocking_the_loop(
+    url: str, exact_fake: FakeProvider
+) -> None:
+    router = shared(url, exact_fake, budget=Budget(f"{WORST * 5 / 1e6:.6f}"))
+
+    async def main() -> tuple[Counter[str], int]:
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        ticker = asyncio.create_task(tick())
+
+        async def one() -> str:
+            try:
+                await router.acompletion(model="openai/a", messages=MESSAGES, max_tokens=MAX_TOKENS)
+                return "answered"
+            except OverBudgetError:
+                return "refused"
+
+        results = Counter(await asyncio.gather(*(one() for _ in range(12))))
+        ticker.cancel()
+        return results, ticks
+
+    results, ticks = asyncio.run(main())
+    assert results == {"answered": 5, "refused": 7}
+    assert ticks > 12  # the loop kept turning while store steps ran on workers
+    spending = router.spending()
+    assert spending.spent == spending.cap and spending.reserved.micros == 0
+
+
+def test_a_cancelled_task_leaves_nothing_reserved(url: str, fake: FakeProvider) -> None:
+    router = shared(url, fake, budget=Budget("1.00"), breaker=Breaker(failures=1))
+    fake.script("a", Hang(5))
+
+    async def main() -> None:
+        task = asyncio.create_task(
+            router.acompletion(model="openai/a", messages=MESSAGES, max_tokens=MAX_TOKENS)
+        )
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.3)  # the store step finishes on its worker
+
+    asyncio.run(main())
+    spending = router.spending()
+    assert spending.reserved.micros == 0
+    assert spending.calls == 1 and not spending.is_exact  # sent: charged its reservation
+    assert router.health()["a"] == Health()
+
+
+def test_config_store_key(url: str, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDIS_URL", url)
+    monkeypatch.setenv("FAKE_KEY", f"{KEY_PREFIX}config")
+    common = {"api_key": "os.environ/FAKE_KEY", "capabilities": {"streaming": True}}
+    policy = {
+        "name": "shared",
+        "store": {"redis": "os.environ/REDIS_URL", "timeout": 0.2},
+        "breaker": {"failures": 1, "cooldown": 60},
+        "groups": {
+            "g": {
+                "routes": [
+                    {"model": "openai/a", "api_base": fake.base_url, **common},
+                    {"model": "openai/b", "api_base": fake.base_url, **common},
+                ]
+            }
+        },
+    }
+    one, other = Router.from_config(policy), Router.from_config(policy)
+    fake.script("a", Fail(500))
+    assert one.route(model="g", messages=MESSAGES).route.name == "openai/b"
+    assert set(other.resting()) == {"openai/a"}
+    monkeypatch.delenv("REDIS_URL")
+    with pytest.raises(ConfigError, match="REDIS_URL is not set"):
+        Router.from_config(policy)
+    with pytest.warns(UserWarning, match="literal password"):
+        Router.from_config({**policy, "store": {"redis": "redis://:pw@127.0.0.1:1/0"}})
+
+
+# -- Redis killed mid-run --------------------------------------------------------------------
+def test_killing_redis_mid_run(exact_fake: FakeProvider) -> None:
+    """Budget calls fail closed while Redis is gone; calls without a budget go on with
+    this process's health; everything recovers by itself when Redis returns, and the cost
+    of a call that ended during the outage is written then."""
+    warnings: list[str] = []
+    sink = logger.add(lambda m: warnings.append(str(m)), level="WARNING")
+    cap_calls = 6
+    with RedisServer(persist=True) as server:
+        budgeted = shared(
+            server.url,
+            exact_fake,
+            budget=Budget(f"{WORST * cap_calls / 1e6:.6f}"),
+        )
+        free = Router(
+            routes(exact_fake),
+            name="free",
+            store=RedisStore(server.url, retry_every=0.3),
+            breaker=Breaker(failures=1, cooldown=60),
+        )
+        for _ in range(2):
+            budgeted.completion(model="openai/a", messages=MESSAGES, max_tokens=MAX_TOKENS)
+        exact_fake.script("a", Hang(1.0, Reply(usage=(3, MAX_TOKENS))))
+        ended: list[object] = []
+        in_flight = threading.Thread(
+            target=lambda: ended.append(
+                budgeted.route(model="openai/a", messages=MESSAGES, max_tokens=MAX_TOKENS)
+            )
+        )
+        in_flight.start()
+        time.sleep(0.3)
+        server.stop()  # SIGKILL while a call holds a reservation
+        in_flight.join()  # it answers during the outage: its cost waits in the backlog
+        assert len(ended) == 1
+        assert budgeted._store.pending_writes == 1  # type: ignore[attr-defined]
+
+        sent = exact_fake.requests()
+        with pytest.raises(OverBudgetError, match="budget store unreachable"):
+            budgeted.completion(model="openai/a", messages=MESSAGES, max_tokens=MAX_TOKENS)
+        assert exact_fake.requests() == sent  # refused before anything was sent
+        with pytest.raises(StoreUnavailableError):
+            budgeted.spending()
+
+        exact_fake.script("a", Fail(500))
+        assert free.route(model="g", messages=MESSAGES).route.name == "b"
+        routed = free.route(model="g", messages=MESSAGES)  # the local view rests a
+        assert "resting" in routed.journey.skips[0].reason
+        outage_warnings = [w for w in warnings if "unreachable" in w]
+        # One WARNING per store for the outage (two stores here), not one per call.
+        assert len(outage_warnings) == 2, warnings
+
+        server.start()  # the same data: appendonly with fsync on every write
+        time.sleep(1.1)  # past retry_every
+        answered = 0
+        while True:
+            try:
+                budgeted.completion(model="openai/a", messages=MESSAGES, max_tokens=MAX_TOKENS)
+                answered += 1
+            except OverBudgetError as error:
+                assert "could overrun" in str(error) or "spent" in str(error)
+                break
+        spending = budgeted.spending()
+        assert spending.calls == cap_calls and spending.spent == spending.cap
+        assert spending.reserved.micros == 0
+        assert answered == cap_calls - 3
+        assert exact_fake.requests("a") <= cap_calls + 1  # + the one that failed with 500
+        assert any("answers again" in w for w in warnings)
+        # Health comes back from Redis: the local rest taken during the outage is dropped.
+        assert free.resting() == {}
+    logger.remove(sink)
+
+
+# -- processes ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def processes() -> Any:
+    """Worker processes forked from one that has imported litellm once."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["litellm", "policy_router", "tests._redis_worker"])
+    return context
+
+
+@pytest.mark.slow
+def test_eight_processes_one_cap_no_overshoot(
+    url: str, exact_fake: FakeProvider, processes: Any
+) -> None:
+    fits = 37
+    cap = f"{WORST * fits / 1e6:.6f}"
+    with processes.Pool(8) as pool:
+        barrier = processes.Manager().Barrier(8)
+        results = pool.starmap(
+            burst, [(url, exact_fake.base_url, cap, 100, MAX_TOKENS, barrier)] * 8
+        )
+    total = sum(results, Counter())
+    assert total == {"answered": fits, "refused": 800 - fits}
+    assert exact_fake.requests() == fits
+    state = RedisStore(url, namespace="policy_router:shared").spend_state("budget")
+    assert state.spent == WORST * fits and state.reserved == 0 and state.calls == fits
+
+
+@pytest.mark.slow
+def test_a_rest_in_one_process_and_exactly_one_probe_after_it(
+    url: str, fake: FakeProvider, processes: Any
+) -> None:
+    cooldown = 2.0
+    manager = processes.Manager()
+    out = manager.Queue()
+    go = manager.Event()
+    b = processes.Process(target=one_call, args=(url, fake.base_url, cooldown, go, out))
+    b.start()
+    router_a = shared(url, fake, breaker=Breaker(failures=1, cooldown=cooldown))
+    fake.script("a", Fail(500))
+    assert router_a.route(model="g", messages=MESSAGES).route.name == "b"
+    go.set()
+    seen_by_b = out.get(timeout=30)
+    b.join()
+    assert seen_by_b["answered"] == "b"
+    assert seen_by_b["skipped"]["a"].startswith("resting")
+
+    time.sleep(cooldown + 0.2)
+    fake.script("a", Hang(1.0))  # the probe is still in flight while the others decide
+    barrier = manager.Barrier(8)
+    workers = [
+        processes.Process(target=one_call, args=(url, fake.base_url, cooldown, barrier, out))
+        for _ in range(8)
+    ]
+    for w in workers:
+        w.start()
+    seen = [out.get(timeout=30) for _ in workers]
+    for w in workers:
+        w.join()
+    assert fake.requests("a") == 2  # the failure before, and exactly one probe
+    assert sorted(s["answered"] for s in seen) == ["a"] + ["b"] * 7
+    assert all("probing" in s["skipped"]["a"] for s in seen if s["answered"] == "b")
