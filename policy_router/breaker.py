@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from .errors import ConfigError
 from .journey import Check, Skip
 from .outcome import Fault, FaultKind
-from .store import Health, Store
+from .store import Health, Steps, Store, StoreCall
 
 __all__ = ["Breaker", "HealthBook", "RestClosed", "RestOpened"]
 
@@ -128,14 +128,18 @@ class RestClosed:
 
 
 class HealthBook:
-    """A breaker bound to a store: admits routes and records outcomes, atomically."""
+    """A breaker bound to a store: admits routes and records outcomes, atomically.
+
+    Each method is a `Steps` generator (see `store.py`): it yields one `update_health`
+    call and does no I/O itself, so the sync and async drivers share it.
+    """
 
     def __init__(self, breaker: Breaker, store: Store, emit: Callable[[object], None]) -> None:
         self.breaker = breaker
         self.store = store
         self._emit = emit
 
-    def admit(self, route: str, now: float) -> Skip | None:
+    def admit(self, route: str, now: float) -> Steps[Skip | None]:
         reason: str | None = None
 
         def change(h: Health) -> Health:
@@ -143,7 +147,7 @@ class HealthBook:
             new, reason = self.breaker.admit(h, now)
             return new
 
-        h = self.store.update_health(route, change)
+        h: Health = yield StoreCall("update_health", (route, change))
         if reason is None:
             return None
         return Skip(
@@ -153,10 +157,10 @@ class HealthBook:
             {"rest_left": max(h.rest_until - now, 0.0), "failures": h.failures},
         )
 
-    def release(self, route: str) -> None:
-        self.store.update_health(route, self.breaker.release)
+    def release(self, route: str) -> Steps[None]:
+        yield StoreCall("update_health", (route, self.breaker.release))
 
-    def succeeded(self, route: str) -> None:
+    def succeeded(self, route: str) -> Steps[None]:
         before: Health | None = None
 
         def change(h: Health) -> Health:
@@ -164,11 +168,11 @@ class HealthBook:
             before = h
             return self.breaker.succeeded(h)
 
-        self.store.update_health(route, change)
+        yield StoreCall("update_health", (route, change))
         if before is not None and before.state != "closed":
             self._emit(RestClosed(route, before.failures))
 
-    def failed(self, route: str, fault: Fault, now: float) -> None:
+    def failed(self, route: str, fault: Fault, now: float) -> Steps[None]:
         before: Health | None = None
 
         def change(h: Health) -> Health:
@@ -176,7 +180,7 @@ class HealthBook:
             before = h
             return self.breaker.failed(h, fault, now)
 
-        after = self.store.update_health(route, change)
+        after: Health = yield StoreCall("update_health", (route, change))
         if after.state == "open" and before is not None and before.state != "open":
             self._emit(
                 RestOpened(

@@ -31,7 +31,7 @@ from .errors import ConfigError, StoreUnavailableError
 from .journey import Check, Skip
 from .prices import Money, Price, Usage
 from .route import Route
-from .store import Store
+from .store import SpendState, Steps, Store, StoreCall
 
 __all__ = ["Budget", "Ledger", "Reservation", "RequestFacts", "Spending", "prompt_bound"]
 
@@ -177,7 +177,11 @@ def prompt_bound(kwargs: Mapping[str, Any], image_tokens: int = IMAGE_TOKENS) ->
 
 
 class Ledger:
-    """A budget bound to a store: admits routes by reserving, then settles or releases."""
+    """A budget bound to a store: admits routes by reserving, then settles or releases.
+
+    `check`, `admit`, `settle` and `release` are `Steps` generators (see `store.py`): they
+    yield store calls and do no I/O themselves.
+    """
 
     def __init__(self, budget: Budget, store: Store) -> None:
         self.budget = budget
@@ -190,7 +194,9 @@ class Ledger:
     def money(self, micros: int) -> Money:
         return Money(micros, self.currency)
 
-    def check(self, route: Route, facts: RequestFacts) -> Skip | tuple[int, Price | None, bool]:
+    def check(
+        self, route: Route, facts: RequestFacts
+    ) -> Steps[Skip | tuple[int, Price | None, bool]]:
         """Whether the budget would admit the route now, without reserving anything.
 
         Returns a Skip, or the amount to reserve with the price and whether it is bounded.
@@ -204,7 +210,7 @@ class Ledger:
                 f"priced in {table.currency}; the budget is in {self.currency}",
             )
         try:
-            state = self.store.spend_state(self.budget.name)
+            state: SpendState = yield StoreCall("spend_state", (self.budget.name,))
         except StoreUnavailableError as error:
             return self._unreachable(route, error)
         cap = self.budget.cap.micros
@@ -243,40 +249,40 @@ class Ledger:
         # Fail closed: a cap that cannot be read cannot be kept, so nothing is sent.
         return Skip(route.name, Check.BUDGET, f"budget store unreachable: {error}")
 
-    def admit(self, route: Route, facts: RequestFacts) -> Skip | Reservation:
+    def admit(self, route: Route, facts: RequestFacts) -> Steps[Skip | Reservation]:
         """Reserve the route's worst case atomically, or say why the budget refuses it."""
-        verdict = self.check(route, facts)
+        verdict = yield from self.check(route, facts)
         if isinstance(verdict, Skip):
             return verdict
         worst, price, bounded = verdict
         try:
-            reserved = self.store.reserve(self.budget.name, worst, self.budget.cap.micros)
+            reserved = yield StoreCall("reserve", (self.budget.name, worst, self.budget.cap.micros))
+            if not reserved:
+                # Another call reserved first: the check above saw a cap it no longer has.
+                state: SpendState = yield StoreCall("spend_state", (self.budget.name,))
         except StoreUnavailableError as error:
             return self._unreachable(route, error)
         if not reserved:
-            # Another call reserved first: the check above saw a cap it no longer has.
-            try:
-                state = self.store.spend_state(self.budget.name)
-            except StoreUnavailableError as error:
-                return self._unreachable(route, error)
             return self._overrun(
                 route, worst, self.budget.cap.micros - state.spent - state.reserved
             )
         return Reservation(worst, price, bounded)
 
-    def settle(self, held: Reservation, usage: Usage | None) -> Money | None:
+    def settle(self, held: Reservation, usage: Usage | None) -> Steps[Money | None]:
         """Replace the reservation by the real cost; without usage, charge the reservation."""
         measured = usage is not None and held.price is not None
         cost = (
             held.price.cost(usage) if usage is not None and held.price is not None else held.amount
         )
-        self.store.settle(
-            self.budget.name, held.amount, cost, measured=measured, bounded=held.bounded
+        yield StoreCall(
+            "settle",
+            (self.budget.name, held.amount, cost),
+            {"measured": measured, "bounded": held.bounded},
         )
         return self.money(cost) if measured else None
 
-    def release(self, held: Reservation) -> None:
-        self.store.release(self.budget.name, held.amount)
+    def release(self, held: Reservation) -> Steps[None]:
+        yield StoreCall("release", (self.budget.name, held.amount))
 
     def spending(self) -> Spending:
         s = self.store.spend_state(self.budget.name)

@@ -18,6 +18,7 @@ from .order import DEFAULT_REPLY_TOKENS
 from .prices import Money, Price
 from .requirements import Requirements
 from .route import Reach, Route
+from .store import perform
 
 __all__ = ["Candidate", "Ordering", "explain", "sift", "static_skip"]
 
@@ -99,7 +100,7 @@ def explain(
             est = c.price.estimate(facts.prompt_tokens, facts.max_tokens or DEFAULT_REPLY_TOKENS)
             reason += f"; est. {Money(est, c.route.prices.currency)}"
         if ledger is not None and facts is not None:
-            verdict = ledger.check(c.route, facts)
+            verdict = perform(ledger.store, ledger.check(c.route, facts))
             if isinstance(verdict, Skip):
                 verdicts.append(Verdict(c.name, None, verdict.check, verdict.reason))
                 continue

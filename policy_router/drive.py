@@ -14,12 +14,12 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from functools import partial
 from typing import Any, TypeVar
 
 from . import transport
 from .outcome import Fault, FaultKind
 from .plan import Plan, Send
+from .store import Steps, aperform
 
 __all__ = ["adrive", "drive", "later", "step"]
 
@@ -28,9 +28,6 @@ T = TypeVar("T")
 # Sync calls under a deadline run here, so the caller can stop waiting at the deadline
 # even while a provider trickles its reply. Threads are created only as calls need them.
 _WORKERS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="policy_router")
-# Async requests run their store steps here when the store is remote; a step is one or a
-# few round trips to Redis, so a few threads serve many concurrent requests.
-_STORE_WORKERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="policy_router_store")
 
 
 class _Abandoned(Exception):
@@ -40,7 +37,7 @@ class _Abandoned(Exception):
 def drive(plan: Plan, open_: Callable[[Send], T], *, final: bool = True) -> tuple[T, Send]:
     """The sync driver: ask the plan, send, tell it the outcome, until answered or done."""
     last: BaseException | None = None
-    while (send := plan.next()) is not None:
+    while (send := plan.run(plan.next())) is not None:
         if send.wait:
             time.sleep(send.wait)
         try:
@@ -48,11 +45,11 @@ def drive(plan: Plan, open_: Callable[[Send], T], *, final: bool = True) -> tupl
         except _Abandoned:
             break
         except Exception as exc:
-            if not _failed(plan, send, exc):
+            if not plan.run(_failed(plan, send, exc)):
                 raise
             last = exc
             continue
-        plan.answered(send, transport.usage_of(result) if final else None, final=final)
+        plan.run(plan.answered(send, transport.usage_of(result) if final else None, final=final))
         return result, send
     raise plan.error(last)
 
@@ -66,7 +63,7 @@ async def adrive(
     given back) before the cancellation goes on, so nothing stays held.
     """
     last: BaseException | None = None
-    while (send := await step(plan, plan.next, undo=_given_back(plan))) is not None:
+    while (send := await step(plan, plan.next(), undo=_given_back(plan))) is not None:
         sent = False
         try:
             if send.wait:
@@ -78,48 +75,55 @@ async def adrive(
                 async with asyncio.timeout(plan.deadline.left()):
                     result = await open_(send)
         except asyncio.CancelledError:
-            later(plan, lambda s=send, was=sent: plan.cancelled(s, sent=was))  # type: ignore[misc]
+            later(plan, plan.cancelled(send, sent=sent))
             raise
         except Exception as exc:
             # asyncio.timeout raises a bare TimeoutError when the deadline cancels the call.
-            told = partial(_failed, plan, send, exc, bare_timeout_is_deadline=True)
-            if not await step(plan, told):
+            if not await step(plan, _failed(plan, send, exc, bare_timeout_is_deadline=True)):
                 raise
             last = exc
             continue
         usage = transport.usage_of(result) if final else None
-        await step(plan, partial(plan.answered, send, usage, final=final))
+        await step(plan, plan.answered(send, usage, final=final))
         return result, send
     raise plan.error(last)
 
 
-async def step(plan: Plan, fn: Callable[[], T], *, undo: Callable[[T], None] | None = None) -> T:
-    """Run a plan step that touches the store, from async code.
+# Store steps finished after their task was cancelled; held so they are not collected.
+_LATER: set[asyncio.Task[Any]] = set()
 
-    With an in-process store it runs inline: it is a few dict operations under a lock.
-    With a remote store (Redis) it runs on a worker thread, so the event loop never waits
-    on a socket. If the awaiting task is cancelled, the step still completes on its worker
-    (a half-done store write would lose money) and `undo` is then given its result.
+
+async def step(plan: Plan, steps: Steps[T], *, undo: Callable[[T], None] | None = None) -> T:
+    """Run a plan step from async code (see `store.aperform`).
+
+    With an in-process store it runs inline, to the end, without yielding to the loop.
+    With a remote store its calls are awaited; if the awaiting task is cancelled then, the
+    step still runs to the end (a half-done store write would lose money) and `undo` is
+    given its result.
     """
-    if not plan.remote:
-        return fn()
-    future = asyncio.get_running_loop().run_in_executor(_STORE_WORKERS, fn)
+    if not plan.store.remote:
+        return plan.run(steps)
+    task = asyncio.ensure_future(aperform(plan.store, steps))
     try:
-        return await asyncio.shield(future)
+        return await asyncio.shield(task)
     except asyncio.CancelledError:
+        _LATER.add(task)
+        task.add_done_callback(_LATER.discard)
         if undo is not None:
-            future.add_done_callback(
-                lambda f: None if f.cancelled() or f.exception() else undo(f.result())
+            task.add_done_callback(
+                lambda t: None if t.cancelled() or t.exception() else undo(t.result())
             )
         raise
 
 
-def later(plan: Plan, fn: Callable[[], object]) -> None:
-    """Run a store step without waiting for it: on a worker for a remote store."""
-    if plan.remote:
-        _STORE_WORKERS.submit(fn)
-    else:
-        fn()
+def later(plan: Plan, steps: Steps[object]) -> None:
+    """Run a plan step without waiting for it (from a task that is being cancelled)."""
+    if not plan.store.remote:
+        plan.run(steps)
+        return
+    task = asyncio.ensure_future(aperform(plan.store, steps))
+    _LATER.add(task)
+    task.add_done_callback(_LATER.discard)
 
 
 def _given_back(plan: Plan) -> Callable[[Send | None], None]:
@@ -127,7 +131,7 @@ def _given_back(plan: Plan) -> Callable[[Send | None], None]:
 
     def undo(send: Send | None) -> None:
         if send is not None:
-            later(plan, lambda: plan.cancelled(send, sent=False))
+            later(plan, plan.cancelled(send, sent=False))
 
     return undo
 
@@ -137,7 +141,7 @@ _DEADLINE = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during
 
 def _failed(
     plan: Plan, send: Send, exc: Exception, *, bare_timeout_is_deadline: bool = False
-) -> bool:
+) -> Steps[bool]:
     """Tell the plan an attempt failed; False when `exc` is not a provider outcome (a bug
     or a misuse on this side), which the driver then re-raises unchanged."""
     fault = transport.classify(exc)
@@ -145,7 +149,7 @@ def _failed(
         fault = _DEADLINE
     if fault is None:
         return False
-    plan.failed(send, fault)
+    yield from plan.failed(send, fault)
     return True
 
 
@@ -168,15 +172,15 @@ def _within(plan: Plan, send: Send, open_: Callable[[Send], T], final: bool) -> 
 def _settle_late(plan: Plan, send: Send, future: Future[Any], final: bool) -> None:
     error = future.exception()
     if error is not None:
-        plan.settle_late(send, None, transport.classify(error) or _DEADLINE)
+        plan.run(plan.settle_late(send, None, transport.classify(error) or _DEADLINE))
         return
     result = future.result()
     if final:
-        plan.settle_late(send, transport.usage_of(result), None)
+        plan.run(plan.settle_late(send, transport.usage_of(result), None))
     else:
         # A stream opened after the caller left: nobody will read it. It is closed and
         # charged its reservation, since the provider was generating for it.
         close = getattr(result[1], "close", None)
         if close is not None:
             close()
-        plan.settle_late(send, None, None)
+        plan.run(plan.settle_late(send, None, None))

@@ -5,6 +5,10 @@ which answers "send to this route" or "nothing more to try"; they send, and tell
 outcome (`answered` or `failed` with a classified `Fault`). It never calls LiteLLM and never
 reads the time except through the injected clock, so every policy is tested here without
 a network, and the drivers cannot disagree about policy because they hold none.
+
+Even the store is reached by asking: the methods that reserve, settle or record health are
+`Steps` generators that yield `StoreCall`s. A driver runs them with `plan.run(...)` (sync)
+or `await aperform(plan.store, ...)` (async); see `store.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .budget import Ledger, RequestFacts, Reservation
 from .checks import Candidate, Ordering, explain, sift, static_skip
@@ -31,6 +35,7 @@ from .outcome import Fault, FaultKind
 from .prices import Money, Usage
 from .requirements import Requirements
 from .route import Route
+from .store import InMemoryStore, Steps, Store, perform
 
 if TYPE_CHECKING:
     from .breaker import HealthBook
@@ -49,6 +54,9 @@ __all__ = [
     "sift",
     "static_skip",
 ]
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +102,12 @@ class Plan:
         on_result: Callable[[str, str, float], None] | None = None,
         rng: random.Random | None = None,
         sifted: tuple[Sequence[Candidate], Sequence[Skip]] | None = None,
-        remote: bool = False,
+        store: Store | None = None,
     ) -> None:
         self.group = group
-        # The store is reached over the network: async drivers run store steps off-loop.
-        self.remote = remote
+        self.store: Store = store or (
+            ledger.store if ledger else health.store if health else InMemoryStore()
+        )
         self.needs = needs
         self._clock = clock
         self._ledger = ledger
@@ -130,7 +139,11 @@ class Plan:
         self._emit(step)
 
     # -- what to do next -------------------------------------------------------------------
-    def next(self) -> Send | None:
+    def run(self, steps: Steps[T]) -> T:
+        """Run one of this plan's steps against its store, in this thread."""
+        return perform(self.store, steps)
+
+    def next(self) -> Steps[Send | None]:
         """The next route to send to, or None when the request is answered or cannot be.
 
         Checks run in DESIGN §2's order: breaker, then budget (whose reservation is taken
@@ -143,16 +156,16 @@ class Plan:
             name = candidate.name
             if self._health is not None:
                 # A retry is checked as of when it will be sent, after its wait.
-                skip = self._health.admit(name, self._clock.now() + wait)
+                skip = yield from self._health.admit(name, self._clock.now() + wait)
                 if skip is not None:
                     self._record(skip)
                     continue
             held = None
             if self._ledger is not None and self._facts is not None:
-                admitted = self._ledger.admit(candidate.route, self._facts)
+                admitted = yield from self._ledger.admit(candidate.route, self._facts)
                 if isinstance(admitted, Skip):
                     if self._health is not None:
-                        self._health.release(name)
+                        yield from self._health.release(name)
                     self._record(admitted)
                     continue
                 held = admitted
@@ -160,26 +173,28 @@ class Plan:
             if self.deadline is not None:
                 left = self.deadline.left() - wait
                 if left <= 0:
-                    self._give_back(name, held)
+                    yield from self._give_back(name, held)
                     self.expired = True
                     return None
                 timeout = left if timeout is None else min(timeout, left)
             return Send(candidate, self._clock.now() + wait, held, wait, timeout, number)
         return None
 
-    def _give_back(self, route: str, held: Reservation | None) -> None:
+    def _give_back(self, route: str, held: Reservation | None) -> Steps[None]:
         if held is not None and self._ledger is not None:
-            self._ledger.release(held)
+            yield from self._ledger.release(held)
         if self._health is not None:
-            self._health.release(route)
+            yield from self._health.release(route)
 
     # -- outcomes --------------------------------------------------------------------------
-    def answered(self, send: Send, usage: Usage | None = None, *, final: bool = True) -> None:
+    def answered(
+        self, send: Send, usage: Usage | None = None, *, final: bool = True
+    ) -> Steps[None]:
         """The route answered. For a stream (`final=False`) its first chunk arrived, and
         its cost is settled later by `finished`."""
-        cost = self._settle(send, usage) if final else None
+        cost = (yield from self._settle(send, usage)) if final else None
         if self._health is not None:
-            self._health.succeeded(send.route.name)
+            yield from self._health.succeeded(send.route.name)
         elapsed = self._since(send)
         if self._on_result is not None:
             self._on_result(send.route.name, "answered", elapsed)
@@ -201,22 +216,22 @@ class Plan:
             self._steps.append(attempt)
         self._answered = send.candidate
 
-    def finished(self, send: Send, usage: Usage | None) -> None:
+    def finished(self, send: Send, usage: Usage | None) -> Steps[None]:
         """A stream that answered has ended or been closed: settle what it cost."""
-        cost = self._settle(send, usage)
+        cost = yield from self._settle(send, usage)
         self._replace_answer(send, lambda a: replace(a, cost=cost, usage=usage))
         for step in reversed(self._steps):
             if isinstance(step, Attempt) and step.route == send.route.name and step.ok:
                 self._emit(step)
                 break
 
-    def failed(self, send: Send, fault: Fault) -> None:
+    def failed(self, send: Send, fault: Fault) -> Steps[None]:
         """The route failed with `fault` before answering: release, and decide what next."""
-        self._release(send)
+        yield from self._release(send)
         self._last_fault = fault
         then = self._after(send, fault)
         self._record(self._failure(send, fault, then))
-        self._fault_seen(send, fault)
+        yield from self._fault_seen(send, fault)
 
     def abandoned(self, send: Send) -> None:
         """The deadline passed while a sync call was still running on its worker.
@@ -229,7 +244,7 @@ class Plan:
         self._last_fault = fault
         self._record(self._failure(send, fault, "abandoned at the deadline; settles when it ends"))
 
-    def cancelled(self, send: Send, *, sent: bool) -> None:
+    def cancelled(self, send: Send, *, sent: bool) -> Steps[None]:
         """The caller cancelled the request during this attempt (an async task cancelled).
 
         Once the request was sent the provider may generate and bill it, so the call is
@@ -237,11 +252,11 @@ class Plan:
         breaker learns nothing either way, and a claimed probe is given back.
         """
         self.expired = True
-        cost = self._settle(send, None) if sent else None
+        cost = (yield from self._settle(send, None)) if sent else None
         if not sent:
-            self._release(send)
+            yield from self._release(send)
         if self._health is not None:
-            self._health.release(send.route.name)
+            yield from self._health.release(send.route.name)
         then = "charged its reservation" if sent else "released; nothing was sent"
         self._record(
             Attempt(
@@ -257,20 +272,24 @@ class Plan:
             )
         )
 
-    def settle_late(self, send: Send, usage: Usage | None, fault: Fault | None) -> None:
+    def settle_late(self, send: Send, usage: Usage | None, fault: Fault | None) -> Steps[None]:
         """An abandoned call ended: charge or release it, and tell the breaker."""
         if fault is None:
-            self._settle(send, usage)
+            yield from self._settle(send, usage)
             if self._health is not None:
-                self._health.succeeded(send.route.name)
+                yield from self._health.succeeded(send.route.name)
         else:
-            self._release(send)
+            yield from self._release(send)
             if self._health is not None:
-                self._health.failed(send.route.name, _redacted(send, fault), self._clock.now())
+                yield from self._health.failed(
+                    send.route.name, _redacted(send, fault), self._clock.now()
+                )
 
-    def _fault_seen(self, send: Send, fault: Fault) -> None:
+    def _fault_seen(self, send: Send, fault: Fault) -> Steps[None]:
         if self._health is not None:
-            self._health.failed(send.route.name, _redacted(send, fault), self._clock.now())
+            yield from self._health.failed(
+                send.route.name, _redacted(send, fault), self._clock.now()
+            )
         if self._on_result is not None:
             self._on_result(send.route.name, fault.kind.value, self._since(send))
         self._last_fault = fault
@@ -296,7 +315,7 @@ class Plan:
 
     def failed_after_answer(
         self, send: Send, fault: Fault, usage: Usage | None = None, *, restart: bool = False
-    ) -> bool:
+    ) -> Steps[bool]:
         """A stream that had started failed later: recorded, and the answer is void.
 
         The provider generated (and will bill) part of a reply, so the call is charged: by
@@ -304,9 +323,11 @@ class Plan:
         replaces the attempt's "answered" record: one request, one attempt. With `restart`
         the request goes on to the next route when there is one; returns whether it does.
         """
-        cost = self._settle(send, usage)
+        cost = yield from self._settle(send, usage)
         if self._health is not None:
-            self._health.failed(send.route.name, _redacted(send, fault), self._clock.now())
+            yield from self._health.failed(
+                send.route.name, _redacted(send, fault), self._clock.now()
+            )
         self._answered = None
         self._last_fault = fault
         restarting = restart and fault.kind.falls_through and bool(self._queue)
@@ -341,17 +362,17 @@ class Plan:
                 return True
         return False
 
-    def _settle(self, send: Send, usage: Usage | None) -> Money | None:
+    def _settle(self, send: Send, usage: Usage | None) -> Steps[Money | None]:
         if send.held is not None and self._ledger is not None:
-            return self._ledger.settle(send.held, usage)
+            return (yield from self._ledger.settle(send.held, usage))
         price, table = send.candidate.price, send.route.prices
         if price is None or usage is None or table is None:
             return None
         return Money(price.cost(usage), table.currency)
 
-    def _release(self, send: Send) -> None:
+    def _release(self, send: Send) -> Steps[None]:
         if send.held is not None and self._ledger is not None:
-            self._ledger.release(send.held)
+            yield from self._ledger.release(send.held)
 
     def _since(self, send: Send) -> float:
         return max(0.0, self._clock.now() - send.started)

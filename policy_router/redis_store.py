@@ -23,11 +23,13 @@ by itself.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import re
 import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -65,6 +67,10 @@ return {t[1], t[2], redis.call('HGETALL', KEYS[1])}
 _SPEND_FIELDS = ("spent", "reserved", "calls", "unmeasured", "unbounded")
 
 
+def _spend(values: list[Any]) -> SpendState:
+    return SpendState(*(int(v or 0) for v in values))
+
+
 def _address(url: str) -> str:
     """The URL without its user and password, for messages and the repr."""
     parts = urlsplit(url)
@@ -74,58 +80,128 @@ def _address(url: str) -> str:
     return f"{parts.scheme}://{host}:{parts.port or 6379}{parts.path or ''}"
 
 
-class _Link:
-    """What every view of one RedisStore shares: the client, the outage, the backlog."""
+# A budget write: commands run in one MULTI transaction, now or after an outage.
+_Write = list[tuple[str, tuple[Any, ...]]]
 
-    def __init__(self, client: _Client, where: str, retry_every: float) -> None:
-        self.client = client
-        self.where = where
+
+class _Link:
+    """What every view of one RedisStore shares: the clients, the outage, the backlog.
+
+    The sync client serves sync calls; async calls get a redis.asyncio client of their own
+    event loop (its connections cannot be used from another loop).
+    """
+
+    def __init__(self, url: str, options: dict[str, Any], retry_every: float) -> None:
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        self.url = url
+        self.options = options
+        # One retry covers a pooled connection that went stale while Redis restarted; more
+        # would hold a call for longer than `timeout` when Redis is really gone.
+        self.client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 1), **options)
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.where = _address(url)
         self.retry_every = retry_every
+        self.outage: tuple[type[BaseException], ...] = (
+            redis.ConnectionError,
+            redis.TimeoutError,
+            OSError,
+        )
         self.lock = threading.Lock()
         self.retry_at = 0.0
         self.down_since: float | None = None
         self.error = ""
         self.recoveries = 0
         # Budget writes that could not be made, oldest first; written before anything else.
-        self.backlog: list[Callable[[_Client], object]] = []
-        self.flushing = threading.Lock()
+        self.backlog: list[_Write] = []
+
+    def aclient(self) -> Any:
+        import redis.asyncio
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        loop = asyncio.get_running_loop()
+        client = self._aclients.get(loop)
+        if client is None:
+            client = redis.asyncio.Redis.from_url(
+                self.url, retry=Retry(NoBackoff(), 1), **self.options
+            )
+            self._aclients[loop] = client
+        return client
 
     def run(self, op: Callable[[_Client], T]) -> T:
         """Run `op` against Redis, or raise StoreUnavailableError without waiting when
         Redis was found unreachable less than `retry_every` seconds ago."""
-        import redis
-
-        if self.down_since is not None and time.monotonic() < self.retry_at:
-            raise self._unavailable()
+        self._guard()
         try:
             if self.backlog:
-                self._flush()
+                self._flush(self.client)
             result = op(self.client)
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as error:
+        except self.outage as error:
             self._lost(error)
             raise self._unavailable() from None
-        if self.down_since is not None:
-            self._back()
+        self._answered()
         return result
 
-    def write(self, op: Callable[[_Client], object]) -> None:
-        """Run a budget write now, or keep it for when Redis answers again."""
+    async def arun(self, op: Callable[[_Client], Awaitable[T]]) -> T:
+        """`run` on this event loop's async client."""
+        self._guard()
+        client = self.aclient()
         try:
-            self.run(op)
+            if self.backlog:
+                claimed = self._claim()
+                try:
+                    await _transact(client, claimed)
+                except BaseException:
+                    self._unclaim(claimed)
+                    raise
+            result = await op(client)
+        except self.outage as error:
+            self._lost(error)
+            raise self._unavailable() from None
+        self._answered()
+        return result
+
+    def write(self, commands: _Write) -> None:
+        """Make a budget write now, or keep it for when Redis answers again."""
+        try:
+            self.run(lambda r: _transact(r, [commands]))
         except StoreUnavailableError:
             with self.lock:
-                self.backlog.append(op)
+                self.backlog.append(commands)
 
-    def _flush(self) -> None:
-        with self.flushing:
-            while True:
-                with self.lock:
-                    if not self.backlog:
-                        return
-                    op = self.backlog[0]
-                op(self.client)  # an outage here leaves it first in line
-                with self.lock:
-                    self.backlog.pop(0)
+    async def awrite(self, commands: _Write) -> None:
+        try:
+            await self.arun(lambda r: _transact(r, [commands]))
+        except StoreUnavailableError:
+            with self.lock:
+                self.backlog.append(commands)
+
+    def _flush(self, client: _Client) -> None:
+        claimed = self._claim()
+        try:
+            _transact(client, claimed)
+        except BaseException:
+            self._unclaim(claimed)
+            raise
+
+    def _claim(self) -> list[_Write]:
+        # Taken out of the backlog while being written, so no two callers write it twice.
+        with self.lock:
+            claimed, self.backlog = self.backlog, []
+        return claimed
+
+    def _unclaim(self, claimed: list[_Write]) -> None:
+        with self.lock:
+            self.backlog[:0] = claimed
+
+    def _guard(self) -> None:
+        if self.down_since is not None and time.monotonic() < self.retry_at:
+            raise self._unavailable()
 
     def _unavailable(self) -> StoreUnavailableError:
         return StoreUnavailableError(
@@ -149,7 +225,9 @@ class _Link:
                 self.error,
             )
 
-    def _back(self) -> None:
+    def _answered(self) -> None:
+        if self.down_since is None:
+            return
         with self.lock:
             if self.down_since is None:
                 return
@@ -161,6 +239,16 @@ class _Link:
             self.where,
             lasted,
         )
+
+
+def _transact(client: _Client, writes: list[_Write]) -> Any:
+    """Queue the writes in one MULTI transaction and execute it (a coroutine for an async
+    client, which the caller awaits)."""
+    pipe = client.pipeline(transaction=True)
+    for commands in writes:
+        for name, args in commands:
+            getattr(pipe, name)(*args)
+    return pipe.execute()
 
 
 class RedisStore:
@@ -195,9 +283,7 @@ class RedisStore:
         keep_health: float = 86400.0,
     ) -> None:
         try:
-            import redis
-            from redis.backoff import NoBackoff
-            from redis.retry import Retry
+            import redis  # noqa: F401
         except ImportError:
             raise ConfigError(
                 "RedisStore needs redis-py: pip install 'policy-router[redis]'"
@@ -217,17 +303,12 @@ class RedisStore:
         ):
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"RedisStore {field} must be seconds > 0, got {value!r}")
-        where = _address(url)
-        # One retry covers a pooled connection that went stale while Redis restarted; more
-        # would hold a call for longer than `timeout` when Redis is really gone.
-        client = redis.Redis.from_url(
-            url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=Retry(NoBackoff(), 1),
-            decode_responses=True,
-        )
-        self._link = _Link(client, where, float(retry_every))
+        options = {
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "decode_responses": True,
+        }
+        self._link = _Link(url, options, float(retry_every))
         self._explicit = namespace
         self.namespace = namespace or "policy_router:default"
         self._clock: Clock = MonotonicClock()
@@ -256,37 +337,61 @@ class RedisStore:
         return f"{self.namespace}:routes"
 
     # -- budget ----------------------------------------------------------------------------
+    # Each operation is written once as the commands it sends; the sync method runs them on
+    # the sync client, its `a`-twin awaits them on the event loop's async client.
+    def _reserve(self, budget: str, amount: int, cap: int | None) -> tuple[Any, ...]:
+        return (_RESERVE, 1, self._budget_key(budget), amount, "" if cap is None else str(cap))
+
+    def _settle(
+        self, budget: str, reserved: int, cost: int, measured: bool, bounded: bool
+    ) -> _Write:
+        key = self._budget_key(budget)
+        commands: _Write = [
+            ("hincrby", (key, "spent", cost)),
+            ("hincrby", (key, "reserved", -reserved)),
+            ("hincrby", (key, "calls", 1)),
+        ]
+        if not measured:
+            commands.append(("hincrby", (key, "unmeasured", 1)))
+        if not bounded:
+            commands.append(("hincrby", (key, "unbounded", 1)))
+        return commands
+
+    def _release(self, budget: str, reserved: int) -> _Write:
+        return [("hincrby", (self._budget_key(budget), "reserved", -reserved))]
+
     def reserve(self, budget: str, amount: int, cap: int | None) -> bool:
-        key, limit = self._budget_key(budget), "" if cap is None else str(cap)
-        return bool(self._link.run(lambda r: r.eval(_RESERVE, 1, key, amount, limit)))
+        script = self._reserve(budget, amount, cap)
+        return bool(self._link.run(lambda r: r.eval(*script)))
+
+    async def areserve(self, budget: str, amount: int, cap: int | None) -> bool:
+        script = self._reserve(budget, amount, cap)
+        return bool(await self._link.arun(lambda r: r.eval(*script)))
 
     def settle(
         self, budget: str, reserved: int, cost: int, *, measured: bool, bounded: bool
     ) -> None:
-        key = self._budget_key(budget)
+        self._link.write(self._settle(budget, reserved, cost, measured, bounded))
 
-        def write(r: _Client) -> object:
-            pipe = r.pipeline(transaction=True)
-            pipe.hincrby(key, "spent", cost)
-            pipe.hincrby(key, "reserved", -reserved)
-            pipe.hincrby(key, "calls", 1)
-            if not measured:
-                pipe.hincrby(key, "unmeasured", 1)
-            if not bounded:
-                pipe.hincrby(key, "unbounded", 1)
-            return pipe.execute()
-
-        self._link.write(write)
+    async def asettle(
+        self, budget: str, reserved: int, cost: int, *, measured: bool, bounded: bool
+    ) -> None:
+        await self._link.awrite(self._settle(budget, reserved, cost, measured, bounded))
 
     def release(self, budget: str, reserved: int) -> None:
-        key = self._budget_key(budget)
-        self._link.write(lambda r: r.hincrby(key, "reserved", -reserved))
+        self._link.write(self._release(budget, reserved))
+
+    async def arelease(self, budget: str, reserved: int) -> None:
+        await self._link.awrite(self._release(budget, reserved))
 
     def spend_state(self, budget: str) -> SpendState:
         """The budget's state; raises StoreUnavailableError when Redis cannot be reached."""
         key = self._budget_key(budget)
-        values = self._link.run(lambda r: r.hmget(key, _SPEND_FIELDS))
-        return SpendState(*(int(v or 0) for v in values))
+        return _spend(self._link.run(lambda r: r.hmget(key, _SPEND_FIELDS)))
+
+    async def aspend_state(self, budget: str) -> SpendState:
+        key = self._budget_key(budget)
+        return _spend(await self._link.arun(lambda r: r.hmget(key, _SPEND_FIELDS)))
 
     @property
     def pending_writes(self) -> int:
@@ -328,6 +433,7 @@ class RedisStore:
     def _write(
         self, pipe: Any, route: str, old: Health, new: Health, offset: float, server_now: float
     ) -> None:
+        """Queue the commands that store `new` (after WATCH and MULTI)."""
         key = self._health_key(route)
         if new == Health():
             pipe.delete(key)
@@ -356,6 +462,9 @@ class RedisStore:
         except StoreUnavailableError:
             return self._local_view().health(route)
 
+    # update_health applies `change` atomically: most calls change nothing (a closed route
+    # admitted, a healthy one answering) and one read decides them; a change is written
+    # under WATCH, read again and re-applied if another process wrote first.
     def update_health(self, route: str, change: Callable[[Health], Health]) -> Health:
         key = self._health_key(route)
 
@@ -367,8 +476,6 @@ class RedisStore:
             return new
 
         def op(r: _Client) -> Health:
-            # Most calls change nothing (a closed route admitted, a healthy one answering):
-            # one read decides them, with no WATCH round trips.
             old = self._decode(r.eval(_READ, 1, key))[0]
             new = change(old)
             if new == old:
@@ -378,6 +485,29 @@ class RedisStore:
 
         try:
             return self._link.run(op)
+        except StoreUnavailableError:
+            return self._local_view().update_health(route, change)
+
+    async def aupdate_health(self, route: str, change: Callable[[Health], Health]) -> Health:
+        key = self._health_key(route)
+
+        async def transact(pipe: Any) -> Health:
+            old, offset, server_now, _ = self._decode(await pipe.eval(_READ, 1, key))
+            new = change(old)
+            pipe.multi()
+            self._write(pipe, route, old, new, offset, server_now)
+            return new
+
+        async def op(r: _Client) -> Health:
+            old = self._decode(await r.eval(_READ, 1, key))[0]
+            new = change(old)
+            if new == old:
+                return new
+            result: Health = await r.transaction(transact, key, value_from_callable=True)
+            return result
+
+        try:
+            return await self._link.arun(op)
         except StoreUnavailableError:
             return self._local_view().update_health(route, change)
 
@@ -443,7 +573,8 @@ class RedisStore:
         return time.perf_counter() - start
 
     def close(self) -> None:
-        """Close the connection pool. Views made by `bind` share it and close with it."""
+        """Close the sync connection pool. Views made by `bind` share it and close with it;
+        async connections close with their event loop."""
         self._link.client.close()
 
     def __repr__(self) -> str:

@@ -43,7 +43,7 @@ from .prices import Money, PriceTable
 from .requirements import Requirements
 from .retry import Retry
 from .route import Route
-from .store import Health, InMemoryStore, Store
+from .store import Health, InMemoryStore, Store, perform
 from .stream import AsyncRoutedStream, Opened, RoutedStream, StreamRestart
 
 __all__ = ["Router"]
@@ -278,7 +278,7 @@ class Router:
     def _after_preflight(self, route: Route, verdict: PreflightVerdict) -> PreflightVerdict:
         if verdict.state == "denied" and self._health is not None:
             fault = Fault(FaultKind.ACCESS, None, route.redact(verdict.why))
-            self._health.failed(route.name, fault, self._clock.now())
+            perform(self._store, self._health.failed(route.name, fault, self._clock.now()))
         return verdict
 
     def check(self, *, max_age_days: int | None = None, today: date | None = None) -> list[str]:
@@ -474,7 +474,7 @@ class Router:
             on_result=order.on_result
             if isinstance(order := self._order_of(group), Ordering)
             else None,
-            remote=self._store.remote,
+            store=self._store,
         )
         return plan, call_kwargs
 

@@ -8,19 +8,35 @@ processes share one budget and one breaker; nothing above the store knows which 
 
 Every method is atomic: `reserve` checks the cap and reserves in one step, so concurrent
 callers cannot both pass a check that only one of them fits.
+
+The decision core does no I/O, not even to the store: the ledger, the health book and the
+plan are generators that *yield* a `StoreCall` and are sent its result. `perform` runs them
+against a store synchronously, `aperform` from async code, awaiting a remote store's async
+methods (`areserve`, ...) so an event loop never waits on a socket. One core, two loops.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from .clock import Clock
 
-__all__ = ["Health", "InMemoryStore", "SpendState", "Store"]
+__all__ = [
+    "Health",
+    "InMemoryStore",
+    "SpendState",
+    "Steps",
+    "Store",
+    "StoreCall",
+    "aperform",
+    "perform",
+]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +68,63 @@ class Health:
     opened: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class StoreCall:
+    """One store operation the decision core asks for: a `Store` method and its arguments."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+# A step of the decision core: yields StoreCalls, is sent their results, returns a T.
+Steps = Generator[StoreCall, Any, T]
+
+
+def perform(store: Store, steps: Steps[T]) -> T:
+    """Run `steps` to the end against `store`, in this thread.
+
+    A store's exception is thrown into the steps at the yield that asked for it, so the
+    core handles it where it happened (the budget turns an unreachable store into a skip).
+    """
+    result: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            call = steps.throw(error) if error is not None else steps.send(result)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        try:
+            result, error = getattr(store, call.method)(*call.args, **call.kwargs), None
+        except Exception as exc:
+            result, error = None, exc
+
+
+async def aperform(store: Store, steps: Steps[T]) -> T:
+    """`perform` for async code: a remote store's `a<method>` is awaited; an in-process
+    store's method is called directly (a few dict operations under a lock)."""
+    if not store.remote:
+        return perform(store, steps)
+    result: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            call = steps.throw(error) if error is not None else steps.send(result)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        try:
+            method = getattr(store, "a" + call.method)
+            result, error = await method(*call.args, **call.kwargs), None
+        except Exception as exc:
+            result, error = None, exc
+
+
 class Store(Protocol):
     """What the router needs from a state store. Every method is atomic.
 
-    `remote` is True for a store reached over the network: the async driver then runs
-    the plan's store steps on worker threads, so the event loop never waits on a socket.
+    `remote` is True for a store reached over the network. Such a store also has async
+    twins of the methods the decision core calls (`areserve`, `asettle`, `arelease`,
+    `aspend_state`, `aupdate_health`), which `aperform` awaits.
     `bind` is called once by each router with its name and clock; a store returns itself
     or a view scoped to that router (a shared store namespaces its keys by the name and
     converts its own clock's times to the router's).

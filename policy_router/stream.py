@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from loguru import logger
@@ -21,6 +20,7 @@ from .drive import step
 from .journey import Journey
 from .plan import FaultKind, Plan, Send
 from .prices import Usage
+from .store import Steps
 
 __all__ = ["AsyncRoutedStream", "RoutedStream", "StreamRestart"]
 
@@ -83,23 +83,25 @@ class _Watch:
         chunk, self.pending = self.pending, None
         return chunk
 
-    def ended(self) -> BaseException | None:
+    # ended, closed and failed are plan steps (they settle the call): the sync stream runs
+    # them with `plan.run`, the async one with `drive.step`.
+    def ended(self) -> Steps[BaseException | None]:
         """The source is exhausted: None for a clean end, else the cut-short error."""
         if self.done:
             return None
         if self.finish_reason is None:
             return transport.stream_cut_error(self.send.route, "".join(self.parts))
         self.done = True
-        self.plan.finished(self.send, self.usage)
+        yield from self.plan.finished(self.send, self.usage)
         return None
 
-    def closed(self) -> None:
+    def closed(self) -> Steps[None]:
         """The caller stopped reading: settle with whatever usage arrived."""
         if not self.done:
             self.done = True
-            self.plan.finished(self.send, self.usage)
+            yield from self.plan.finished(self.send, self.usage)
 
-    def failed(self, exc: BaseException, restart: bool = False) -> BaseException | None:
+    def failed(self, exc: BaseException, restart: bool = False) -> Steps[BaseException | None]:
         """Record a failure after the first chunk. Returns the exception to raise, dressed
         with the journey, or None when the request restarts on the next route."""
         if self.done:
@@ -107,11 +109,13 @@ class _Watch:
         self.done = True
         fault = transport.classify(exc)
         if fault is None:
-            self.plan.finished(self.send, self.usage)
+            yield from self.plan.finished(self.send, self.usage)
             return exc
         if fault.kind is not FaultKind.STREAM_CUT:
             fault = type(fault)(FaultKind.STREAM_CUT, fault.status, fault.message)
-        if self.plan.failed_after_answer(self.send, fault, self.usage, restart=restart):
+        if (
+            yield from self.plan.failed_after_answer(self.send, fault, self.usage, restart=restart)
+        ):
             return None
         journey = self.plan.journey
         exc.journey = journey  # type: ignore[attr-defined]
@@ -186,8 +190,8 @@ class _Routed:
     def __del__(self) -> None:
         # A stream dropped unread still settles its reservation: nothing stays held.
         watch = getattr(self, "_watch", None)
-        if watch is not None:
-            watch.closed()
+        if watch is not None and not watch.done:
+            watch.plan.run(watch.closed())
 
 
 class RoutedStream(_Routed, Iterator[Any]):
@@ -216,7 +220,7 @@ class RoutedStream(_Routed, Iterator[Any]):
             try:
                 chunk = next(self._it)
             except StopIteration:
-                error = w.ended()
+                error = w.plan.run(w.ended())
                 if error is None:
                     raise
                 self._fail(error)
@@ -228,7 +232,8 @@ class RoutedStream(_Routed, Iterator[Any]):
                 return chunk
 
     def _fail(self, exc: BaseException) -> None:
-        error = self._watch.failed(exc, restart=self._reopen is not None)
+        watch = self._watch
+        error = watch.plan.run(watch.failed(exc, restart=self._reopen is not None))
         if error is exc:
             raise error
         if error is not None:
@@ -240,7 +245,7 @@ class RoutedStream(_Routed, Iterator[Any]):
 
     def close(self) -> None:
         """Stop reading: the connection is released and the call's cost settled."""
-        self._watch.closed()
+        self._watch.plan.run(self._watch.closed())
         close = getattr(self._it, "close", None)
         if close is not None:
             close()
@@ -271,7 +276,7 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
             try:
                 chunk = await self._it.__anext__()
             except StopAsyncIteration:
-                error = await step(w.plan, w.ended)
+                error = await step(w.plan, w.ended())
                 if error is None:
                     raise
                 await self._fail(error)
@@ -284,7 +289,7 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
 
     async def _fail(self, exc: BaseException) -> None:
         watch = self._watch
-        error = await step(watch.plan, partial(watch.failed, exc, restart=self._reopen is not None))
+        error = await step(watch.plan, watch.failed(exc, restart=self._reopen is not None))
         if error is exc:
             raise error
         if error is not None:
@@ -296,7 +301,7 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
 
     async def aclose(self) -> None:
         """Stop reading: the connection is released and the call's cost settled."""
-        await step(self._watch.plan, self._watch.closed)
+        await step(self._watch.plan, self._watch.closed())
         close = getattr(self._it, "aclose", None)
         if close is not None:
             await close()

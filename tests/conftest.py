@@ -8,13 +8,14 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
 from loguru import logger
 
 from policy_router import Route
+from policy_router.store import perform
 from policy_router.testing import FakeProvider
 
 # Every key the suite uses starts with this, so a test can look for any of them.
@@ -56,3 +57,22 @@ def _no_key_in_any_log_line() -> Iterator[None]:
     leaked = [line for line in lines if KEY_PREFIX in line or "sk-from-env" in line]
     assert lines, "the router logged nothing: the secrets check saw nothing to check"
     assert leaked == [], f"API keys leaked into log lines: {leaked[:3]}"
+
+
+class Stepped:
+    """A decision-core object (Plan, Ledger, HealthBook) whose store steps run at once
+    against its store, as the sync driver runs them; everything else passes through."""
+
+    def __init__(self, core: Any) -> None:
+        self._core = core
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._core, name)
+        if not callable(attr):
+            return attr
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            result = attr(*args, **kwargs)
+            return perform(self._core.store, result) if isinstance(result, Generator) else result
+
+        return run

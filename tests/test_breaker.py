@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from policy_router import Breaker, ConfigError, Health, InMemoryStore, ManualClock
 from policy_router.breaker import HealthBook, RestClosed, RestOpened
 from policy_router.plan import Fault, FaultKind
 
+from .conftest import Stepped
+
 SERVER = Fault(FaultKind.SERVER_ERROR, 503, "overloaded")
 
 
-def book(breaker: Breaker) -> tuple[HealthBook, list[object]]:
+def book(breaker: Breaker) -> tuple[Any, list[object]]:
     events: list[object] = []
-    return HealthBook(breaker, InMemoryStore(), events.append), events
+    return Stepped(HealthBook(breaker, InMemoryStore(), events.append)), events
 
 
 def test_the_whole_diagram_with_doubling_and_cap() -> None:

@@ -26,7 +26,7 @@ from policy_router.budget import Ledger, Reservation, prompt_bound
 from policy_router.prices import Usage
 from policy_router.testing import Fail, FakeProvider, Reply
 
-from .conftest import MESSAGES, fake_route
+from .conftest import MESSAGES, Stepped, fake_route
 
 
 def table(rows: dict[str, tuple[str, str]], currency: str = "USD") -> PriceTable:
@@ -271,7 +271,7 @@ ops = st.lists(
 @given(st.integers(0, 50_000), ops)
 def test_ledger_never_loses_or_creates_a_micro(cap: int, steps: list[tuple[str, int, int]]) -> None:
     """Across any reserve/settle/release sequence the books balance and left stays >= 0."""
-    ledger = Ledger(Budget(Money(cap, "USD")), InMemoryStore())
+    ledger = Stepped(Ledger(Budget(Money(cap, "USD")), InMemoryStore()))
     price = Price("1", "1")
     held: list[Reservation] = []
     charged = 0

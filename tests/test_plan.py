@@ -9,6 +9,8 @@ from policy_router.capabilities import Capability, resolve
 from policy_router.journey import Attempt, Skip
 from policy_router.plan import Candidate, Fault, FaultKind, Plan
 
+from .conftest import Stepped
+
 ALL = {c: True for c in Capability}
 
 
@@ -22,11 +24,13 @@ def cand(
 def test_plan_records_every_skip_and_attempt_in_order() -> None:
     """Skips come first (static checks), then attempts in order, timed on the clock."""
     clock = ManualClock()
-    plan = Plan(
-        "g",
-        [cand("a"), cand("v", reach="vendor"), cand("n", caps={}), cand("b")],
-        Requirements(tools=True, on_device=True),
-        clock=clock,
+    plan = Stepped(
+        Plan(
+            "g",
+            [cand("a"), cand("v", reach="vendor"), cand("n", caps={}), cand("b")],
+            Requirements(tools=True, on_device=True),
+            clock=clock,
+        )
     )
     first = plan.next()
     assert first is not None and first.route.name == "openai/a"
@@ -56,7 +60,7 @@ def test_plan_records_every_skip_and_attempt_in_order() -> None:
 @pytest.mark.parametrize("kind", [FaultKind.BAD_REQUEST, FaultKind.REFUSED])
 def test_request_faults_and_refusals_stop(kind: FaultKind) -> None:
     """A fault about the request or the work ends the plan: no other route is asked."""
-    plan = Plan("g", [cand("a"), cand("b")], Requirements(), clock=ManualClock())
+    plan = Stepped(Plan("g", [cand("a"), cand("b")], Requirements(), clock=ManualClock()))
     send = plan.next()
     assert send is not None
     plan.failed(send, Fault(kind, 400, "no"))
@@ -73,7 +77,7 @@ def test_request_faults_and_refusals_stop(kind: FaultKind) -> None:
 @pytest.mark.parametrize("kind", [k for k in FaultKind if k.falls_through])
 def test_provider_and_route_faults_fall_through(kind: FaultKind) -> None:
     """Faults about the provider or the route's configuration move on to the next route."""
-    plan = Plan("g", [cand("a"), cand("b")], Requirements(), clock=ManualClock())
+    plan = Stepped(Plan("g", [cand("a"), cand("b")], Requirements(), clock=ManualClock()))
     send = plan.next()
     assert send is not None
     plan.failed(send, Fault(kind))
@@ -83,7 +87,7 @@ def test_provider_and_route_faults_fall_through(kind: FaultKind) -> None:
 
 def test_nothing_sent_is_no_route_error_naming_each_route() -> None:
     """With no candidate left and nothing sent, the error says what each route lacked."""
-    plan = Plan("g", [cand("n", caps={})], Requirements(images=True), clock=ManualClock())
+    plan = Stepped(Plan("g", [cand("n", caps={})], Requirements(images=True), clock=ManualClock()))
     assert plan.next() is None
     error = plan.error(None)
     assert isinstance(error, NoRouteError)
@@ -92,7 +96,9 @@ def test_nothing_sent_is_no_route_error_naming_each_route() -> None:
 
 def test_a_stream_failing_after_its_first_chunk_replaces_its_answer() -> None:
     """One request that answered then failed is one attempt, not two."""
-    plan = Plan("g", [cand("a"), cand("b")], Requirements(streaming=True), clock=ManualClock())
+    plan = Stepped(
+        Plan("g", [cand("a"), cand("b")], Requirements(streaming=True), clock=ManualClock())
+    )
     send = plan.next()
     assert send is not None
     plan.answered(send)

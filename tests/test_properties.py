@@ -24,6 +24,8 @@ from policy_router.plan import Candidate, Fault, FaultKind, Plan
 from policy_router.prices import Usage
 from policy_router.retry import Retry
 
+from .conftest import Stepped
+
 route_specs = st.lists(
     st.tuples(
         st.booleans(),  # on device
@@ -83,15 +85,17 @@ def test_the_core_keeps_its_promises(
             )
         )
     ledger = Ledger(Budget(Money(cap, "USD"), unpriced="allow"), store)
-    plan = Plan(
-        "g",
-        candidates,
-        needs,
-        clock=clock,
-        ledger=ledger,
-        facts=RequestFacts(prompt_tokens=100, prompt_bound=400, max_tokens=100),
-        health=HealthBook(Breaker(failures=1), store, lambda _: None),
-        retry=lambda r: r.retry,
+    plan = Stepped(
+        Plan(
+            "g",
+            candidates,
+            needs,
+            clock=clock,
+            ledger=ledger,
+            facts=RequestFacts(prompt_tokens=100, prompt_bound=400, max_tokens=100),
+            health=HealthBook(Breaker(failures=1), store, lambda _: None),
+            retry=lambda r: r.retry,
+        )
     )
     sent: list[str] = []
     outcome_iter = iter(script)

@@ -245,6 +245,39 @@ def test_async_calls_share_the_budget_without_blocking_the_loop(
     assert spending.spent == spending.cap and spending.reserved.micros == 0
 
 
+def test_a_slow_redis_does_not_stall_the_event_loop(
+    url: str, redis_server: RedisServer, exact_fake: FakeProvider
+) -> None:
+    """Async calls await redis.asyncio: while Redis holds every command for 0.4 s, other
+    tasks on the loop keep running (a sync client would freeze the loop for all of it)."""
+    import redis
+
+    router = shared(url, exact_fake, budget=Budget("1.00"), breaker=Breaker())
+
+    async def main() -> float:
+        gaps: list[float] = []
+
+        async def tick() -> None:
+            last = time.perf_counter()
+            while True:
+                await asyncio.sleep(0.01)
+                now = time.perf_counter()
+                gaps.append(now - last)
+                last = now
+
+        ticker = asyncio.create_task(tick())
+        await asyncio.sleep(0.05)
+        redis.Redis.from_url(url).execute_command("CLIENT", "PAUSE", 400, "ALL")
+        started = time.perf_counter()
+        await router.acompletion(model="openai/a", messages=MESSAGES, max_tokens=MAX_TOKENS)
+        took = time.perf_counter() - started
+        ticker.cancel()
+        assert took >= 0.3  # the call did wait for Redis
+        return max(gaps)
+
+    assert asyncio.run(main()) < 0.2
+
+
 def test_a_cancelled_task_leaves_nothing_reserved(url: str, fake: FakeProvider) -> None:
     router = shared(url, fake, budget=Budget("1.00"), breaker=Breaker(failures=1))
     fake.script("a", Hang(5))
