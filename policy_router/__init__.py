@@ -29,7 +29,7 @@ from .requirements import Requirements
 from .retry import Retry
 from .route import Reach, Route
 from .router import Router
-from .store import Health, InMemoryStore, Store
+from .store import Health, InMemoryStore, Store, StoreBack, StoreLost
 from .stream import AsyncRoutedStream, RoutedStream, StreamRestart
 
 # Quiet by default: LiteLLM users already have plenty of output.
@@ -81,6 +81,8 @@ __all__ = [
     "Skip",
     "Spending",
     "Store",
+    "StoreBack",
+    "StoreLost",
     "StoreUnavailableError",
     "StreamRestart",
     "Usage",

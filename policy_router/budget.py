@@ -194,13 +194,9 @@ class Ledger:
     def money(self, micros: int) -> Money:
         return Money(micros, self.currency)
 
-    def check(
-        self, route: Route, facts: RequestFacts
-    ) -> Steps[Skip | tuple[int, Price | None, bool]]:
-        """Whether the budget would admit the route now, without reserving anything.
-
-        Returns a Skip, or the amount to reserve with the price and whether it is bounded.
-        """
+    def _priced(self, route: Route, facts: RequestFacts) -> Skip | tuple[int, Price | None, bool]:
+        """What the store is not needed for: the route's currency and price, and the
+        amount to reserve with the price and whether it is bounded."""
         table = route.prices
         price = table.price_for(route.model) if table is not None else None
         if table is not None and table.currency != self.currency:
@@ -208,17 +204,6 @@ class Ledger:
                 route.name,
                 Check.BUDGET,
                 f"priced in {table.currency}; the budget is in {self.currency}",
-            )
-        try:
-            state: SpendState = yield StoreCall("spend_state", (self.budget.name,))
-        except StoreUnavailableError as error:
-            return self._unreachable(route, error)
-        cap = self.budget.cap.micros
-        if state.spent >= cap:
-            return Skip(
-                route.name,
-                Check.BUDGET,
-                f"budget spent: {self.money(state.spent)} of {self.budget.cap}",
             )
         if price is None:
             if self.budget.unpriced == "refuse":
@@ -231,42 +216,77 @@ class Ledger:
             # Allowed unpriced: nothing to reserve, the call is counted as unmeasured.
             return 0, None, False
         worst = price.worst_case(facts.prompt_bound, facts.max_tokens or 0)
-        left = cap - state.spent - state.reserved
-        if worst > left:
-            return self._overrun(route, worst, left)
         return worst, price, facts.max_tokens is not None
 
-    def _overrun(self, route: Route, worst: int, left: int) -> Skip:
-        return Skip(
-            route.name,
-            Check.BUDGET,
-            f"could overrun the budget: worst case {self.money(worst)}, "
-            f"{self.money(max(left, 0))} left",
-            {"worst_case": worst, "left": left},
-        )
+    def _refusal(self, route: Route, worst: int, state: SpendState) -> Skip | None:
+        """Why a spend state cannot take `worst` more, or None when it can."""
+        cap = self.budget.cap.micros
+        if state.spent >= cap:
+            return Skip(
+                route.name,
+                Check.BUDGET,
+                f"budget spent: {self.money(state.spent)} of {self.budget.cap}",
+            )
+        left = cap - state.spent - state.reserved
+        if worst > left:
+            return Skip(
+                route.name,
+                Check.BUDGET,
+                f"could overrun the budget: worst case {self.money(worst)}, "
+                f"{self.money(max(left, 0))} left",
+                {"worst_case": worst, "left": left},
+            )
+        return None
 
     def _unreachable(self, route: Route, error: StoreUnavailableError) -> Skip:
         # Fail closed: a cap that cannot be read cannot be kept, so nothing is sent.
         return Skip(route.name, Check.BUDGET, f"budget store unreachable: {error}")
 
+    def check(
+        self, route: Route, facts: RequestFacts
+    ) -> Steps[Skip | tuple[int, Price | None, bool]]:
+        """Whether the budget would admit the route now, without reserving anything.
+
+        Returns a Skip, or the amount to reserve with the price and whether it is bounded.
+        """
+        verdict = self._priced(route, facts)
+        if isinstance(verdict, Skip):
+            return verdict
+        try:
+            state: SpendState = yield StoreCall("spend_state", (self.budget.name,))
+        except StoreUnavailableError as error:
+            return self._unreachable(route, error)
+        return self._refusal(route, verdict[0], state) or verdict
+
     def admit(self, route: Route, facts: RequestFacts) -> Steps[Skip | Reservation]:
-        """Reserve the route's worst case atomically, or say why the budget refuses it."""
-        verdict = yield from self.check(route, facts)
+        """Reserve the route's worst case atomically, or say why the budget refuses it.
+
+        The reservation is tried first, in one store call: the spend state is read only
+        to explain a refusal (or to refuse an unpriced call once the budget is spent).
+        """
+        verdict = self._priced(route, facts)
         if isinstance(verdict, Skip):
             return verdict
         worst, price, bounded = verdict
+        cap = self.budget.cap.micros
         try:
-            reserved = yield StoreCall("reserve", (self.budget.name, worst, self.budget.cap.micros))
-            if not reserved:
-                # Another call reserved first: the check above saw a cap it no longer has.
-                state: SpendState = yield StoreCall("spend_state", (self.budget.name,))
+            if worst and (yield StoreCall("reserve", (self.budget.name, worst, cap))):
+                return Reservation(worst, price, bounded)
+            state: SpendState = yield StoreCall("spend_state", (self.budget.name,))
         except StoreUnavailableError as error:
             return self._unreachable(route, error)
-        if not reserved:
-            return self._overrun(
-                route, worst, self.budget.cap.micros - state.spent - state.reserved
+        refusal = self._refusal(route, worst, state)
+        if refusal is None and worst:
+            # The store refused, yet it fits now: other calls settled in between. Still
+            # refused, since the reservation is the only check that holds across processes.
+            refusal = Skip(
+                route.name,
+                Check.BUDGET,
+                f"could overrun the budget: worst case {self.money(worst)} did not fit "
+                "beside the calls holding reservations when it was asked",
+                {"worst_case": worst, "left": cap - state.spent - state.reserved},
             )
-        return Reservation(worst, price, bounded)
+        return refusal or Reservation(worst, price, bounded)
 
     def settle(self, held: Reservation, usage: Usage | None) -> Steps[Money | None]:
         """Replace the reservation by the real cost; without usage, charge the reservation."""

@@ -1,7 +1,7 @@
 """Observation: every decision goes to observers as a frozen record.
 
-The records are the journey's own `Skip` and `Attempt`, plus the breaker's `RestOpened`
-and `RestClosed`. An observer is any callable taking one record; it must not raise (an
+The records are the journey's own `Skip` and `Attempt`, the breaker's `RestOpened` and
+`RestClosed`, and a shared store's `StoreLost` and `StoreBack`. An observer is any callable taking one record; it must not raise (an
 observer that does is reported once and otherwise ignored: observing never fails a call).
 The default, `LogObserver`, writes loguru lines under the `policy_router` name, which the
 package disables on import: `logger.enable("policy_router")` turns them on.
@@ -19,6 +19,7 @@ from loguru import logger
 
 from .breaker import RestClosed, RestOpened
 from .journey import Attempt, Skip
+from .store import StoreBack, StoreLost
 
 __all__ = ["AttemptLog", "LogObserver", "Observer", "fan_out", "read_attempts", "to_pandas"]
 
@@ -27,7 +28,8 @@ Observer = Callable[[object], None]
 
 class LogObserver:
     """Loguru lines: a route's first rest of an outage at WARNING with the provider's own
-    error text, later rests and every skip or attempt at DEBUG, a recovery at INFO."""
+    error text, later rests and every skip or attempt at DEBUG, a recovery at INFO; a
+    shared store lost, and back, at WARNING."""
 
     def __call__(self, record: object) -> None:
         log = logger.opt(depth=0)
@@ -44,6 +46,20 @@ class LogObserver:
                 log.debug("policy_router: {} rests again for {:.0f} s", record.route, record.rest)
         elif isinstance(record, RestClosed):
             log.info("policy_router: {} recovered after {} failures", record.route, record.failures)
+        elif isinstance(record, StoreLost):
+            log.warning(
+                "policy_router: Redis at {} is unreachable ({}): budgets refuse calls and "
+                "health uses this process's own view until it answers again",
+                record.store,
+                record.error,
+            )
+        elif isinstance(record, StoreBack):
+            log.warning(
+                "policy_router: Redis at {} answers again after {:.1f} s; shared budgets "
+                "and health resumed",
+                record.store,
+                record.after,
+            )
         elif isinstance(record, Skip | Attempt):
             log.debug("policy_router: {}", record)
 

@@ -12,13 +12,21 @@ started by one process is seen by every other on its next call. The record is ha
 the router converted to the router's own clock, so the breaker's pure transitions run
 unchanged. A probe claimed by a process that then died is given up after `probe_lease`.
 
+Sync calls use redis-py's `redis` client; async calls await a `redis.asyncio` client of
+their own event loop (the decision core yields its store calls, see `store.py`), so an
+event loop never waits on Redis.
+
 When Redis cannot be reached (refused, timed out, wrong password), the store fails in the
 safe direction. Budget checks fail closed: the budget refuses every route with "budget
 store unreachable" and nothing is sent. A settle or release that could not be written is
 kept in order and written first when Redis answers again, so no cost is lost while the
-process lives. Health falls back to this process's own view, with one WARNING per outage;
-the store tries Redis again every `retry_every` seconds and returns to the shared records
-by itself.
+process lives. Health falls back to this process's own view; the router's observers are
+told `StoreLost` once per outage (a WARNING line by default) and `StoreBack` when the
+store, trying again every `retry_every` seconds, finds Redis answering.
+
+Budgets are as durable as Redis is: run it with `appendonly yes` (and `appendfsync always`
+to lose no acknowledged write when it is killed), or a restarted Redis starts every
+budget from zero.
 """
 
 from __future__ import annotations
@@ -33,11 +41,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from loguru import logger
-
 from .clock import Clock, MonotonicClock
 from .errors import ConfigError, StoreUnavailableError
-from .store import Health, InMemoryStore, SpendState
+from .store import Health, InMemoryStore, SpendState, StoreBack, StoreLost
 
 # redis-py's own annotations are loose (bytes | str everywhere, transaction callbacks
 # typed as returning None); its clients are taken as Any here and the replies checked.
@@ -62,6 +68,16 @@ return 1
 _READ = """
 local t = redis.call('TIME')
 return {t[1], t[2], redis.call('HGETALL', KEYS[1])}
+"""
+
+# Replaces a reservation by the call's cost and counts the call, in one command.
+_SETTLE = """
+redis.call('HINCRBY', KEYS[1], 'spent', ARGV[1])
+redis.call('HINCRBY', KEYS[1], 'reserved', -tonumber(ARGV[2]))
+redis.call('HINCRBY', KEYS[1], 'calls', 1)
+if ARGV[3] == '1' then redis.call('HINCRBY', KEYS[1], 'unmeasured', 1) end
+if ARGV[4] == '1' then redis.call('HINCRBY', KEYS[1], 'unbounded', 1) end
+return 1
 """
 
 _SPEND_FIELDS = ("spent", "reserved", "calls", "unmeasured", "unbounded")
@@ -100,7 +116,11 @@ class _Link:
         self.options = options
         # One retry covers a pooled connection that went stale while Redis restarted; more
         # would hold a call for longer than `timeout` when Redis is really gone.
-        self.client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 1), **options)
+        self.client = redis.Redis(
+            connection_pool=redis.BlockingConnectionPool.from_url(
+                url, retry=Retry(NoBackoff(), 1), **options
+            )
+        )
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
             weakref.WeakKeyDictionary()
         )
@@ -116,6 +136,8 @@ class _Link:
         self.down_since: float | None = None
         self.error = ""
         self.recoveries = 0
+        # Each bound router's observers, held weakly: a router that is gone hears nothing.
+        self.observers: weakref.WeakSet[Callable[[object], None]] = weakref.WeakSet()
         # Budget writes that could not be made, oldest first; written before anything else.
         self.backlog: list[_Write] = []
 
@@ -127,8 +149,10 @@ class _Link:
         loop = asyncio.get_running_loop()
         client = self._aclients.get(loop)
         if client is None:
-            client = redis.asyncio.Redis.from_url(
-                self.url, retry=Retry(NoBackoff(), 1), **self.options
+            client = redis.asyncio.Redis(
+                connection_pool=redis.asyncio.BlockingConnectionPool.from_url(
+                    self.url, retry=Retry(NoBackoff(), 1), **self.options
+                )
             )
             self._aclients[loop] = client
         return client
@@ -218,12 +242,7 @@ class _Link:
             if first:
                 self.down_since = now
         if first:
-            logger.warning(
-                "Redis at {} is unreachable ({}): budgets refuse calls and health uses this "
-                "process's own view until it answers again",
-                self.where,
-                self.error,
-            )
+            self._tell(StoreLost(self.where, self.error))
 
     def _answered(self) -> None:
         if self.down_since is None:
@@ -234,11 +253,11 @@ class _Link:
             lasted = time.monotonic() - self.down_since
             self.down_since = None
             self.recoveries += 1
-        logger.warning(
-            "Redis at {} answers again after {:.1f} s; shared budgets and health resumed",
-            self.where,
-            lasted,
-        )
+        self._tell(StoreBack(self.where, lasted))
+
+    def _tell(self, record: object) -> None:
+        for emit in list(self.observers):
+            emit(record)
 
 
 def _transact(client: _Client, writes: list[_Write]) -> Any:
@@ -258,9 +277,13 @@ class RedisStore:
     for TLS, `unix:///path/to.sock`. Keys live under `namespace`, by default
     `policy_router:<router name>` (the `name=` given to `Router`), so routers with the same
     name share one breaker and their budgets by budget name, and differently named routers
-    share nothing. Every operation has `timeout` seconds to answer; an unreachable Redis
-    is tried again every `retry_every` seconds, and in between the store does not wait
-    on it at all (see the module docstring for what fails closed and what degrades).
+    share nothing. Each command has `timeout` seconds to connect and to be answered (one of
+    `max_connections` pooled connections is waited for without limit); an unreachable
+    Redis is tried
+    again every `retry_every` seconds, and in between the store does not wait on it at
+    all (see the module docstring for what fails closed and what degrades). A failed probe
+    holder is forgotten after `probe_lease` seconds; a health record nobody touched for
+    `keep_health` seconds after its rest expires on the server.
 
     It promises no overshoot of a cap across processes when `max_tokens` is set, and one
     half-open probe at a time across processes. It does not promise exactly-once budget
@@ -277,10 +300,11 @@ class RedisStore:
         url: str = "redis://127.0.0.1:6379/0",
         *,
         namespace: str | None = None,
-        timeout: float = 0.5,
+        timeout: float = 1.0,
         retry_every: float = 1.0,
         probe_lease: float = 300.0,
         keep_health: float = 86400.0,
+        max_connections: int = 64,
     ) -> None:
         try:
             import redis  # noqa: F401
@@ -295,6 +319,14 @@ class RedisStore:
             )
         if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
             raise ConfigError(f"RedisStore namespace must be a non-empty string, got {namespace!r}")
+        if (
+            isinstance(max_connections, bool)
+            or not isinstance(max_connections, int)
+            or (max_connections < 1)
+        ):
+            raise ConfigError(
+                f"RedisStore max_connections must be a whole number >= 1, got {max_connections!r}"
+            )
         for field, value in (
             ("timeout", timeout),
             ("retry_every", retry_every),
@@ -303,10 +335,15 @@ class RedisStore:
         ):
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigError(f"RedisStore {field} must be seconds > 0, got {value!r}")
+        # A bounded pool whose callers queue for a free connection: waiting for one is
+        # congestion in this process, not an outage, and a pool that refused or timed out
+        # instead would turn a burst of concurrent calls into "budget store unreachable".
         options = {
             "socket_timeout": timeout,
             "socket_connect_timeout": timeout,
             "decode_responses": True,
+            "max_connections": max_connections,
+            "timeout": None,
         }
         self._link = _Link(url, options, float(retry_every))
         self._explicit = namespace
@@ -317,8 +354,10 @@ class RedisStore:
         self._local = InMemoryStore()
         self._recoveries = 0
 
-    def bind(self, router: str, clock: Clock) -> RedisStore:
-        """A view for one router: its namespace (unless one was given) and its clock."""
+    def bind(self, router: str, clock: Clock, emit: Callable[[object], None]) -> RedisStore:
+        """A view for one router: its namespace (unless one was given), its clock, and its
+        observers, which are told `StoreLost` and `StoreBack`."""
+        self._link.observers.add(emit)
         view = copy.copy(self)
         view.namespace = self._explicit or f"policy_router:{router}"
         view._clock = clock
@@ -345,17 +384,8 @@ class RedisStore:
     def _settle(
         self, budget: str, reserved: int, cost: int, measured: bool, bounded: bool
     ) -> _Write:
-        key = self._budget_key(budget)
-        commands: _Write = [
-            ("hincrby", (key, "spent", cost)),
-            ("hincrby", (key, "reserved", -reserved)),
-            ("hincrby", (key, "calls", 1)),
-        ]
-        if not measured:
-            commands.append(("hincrby", (key, "unmeasured", 1)))
-        if not bounded:
-            commands.append(("hincrby", (key, "unbounded", 1)))
-        return commands
+        args = (cost, reserved, int(not measured), int(not bounded))
+        return [("eval", (_SETTLE, 1, self._budget_key(budget), *args))]
 
     def _release(self, budget: str, reserved: int) -> _Write:
         return [("hincrby", (self._budget_key(budget), "reserved", -reserved))]

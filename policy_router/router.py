@@ -153,8 +153,9 @@ class Router:
                 "names the router's keys in a shared store"
             )
         self.name = name
+        self._emit = fan_out([LogObserver(), *(observers or ())])
         self._store: Store = (store if store is not None else InMemoryStore()).bind(
-            name, self._clock
+            name, self._clock, self._emit
         )
         self._ledger = Ledger(budget, self._store) if budget is not None else None
         if breaker is not None and not isinstance(breaker, Breaker):
@@ -169,7 +170,6 @@ class Router:
         self._restart = stream_failure == "restart"
         self._on_restart = on_restart
         self._deadline = check_seconds(deadline, "deadline")
-        self._emit = fan_out([LogObserver(), *(observers or ())])
         self._health = HealthBook(breaker, self._store, self._emit) if breaker else None
         self._turns: defaultdict[str, itertools.count[int]] = defaultdict(itertools.count)
         self._turns_lock = threading.Lock()

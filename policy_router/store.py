@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Health",
     "InMemoryStore",
+    "StoreBack",
+    "StoreLost",
     "SpendState",
     "Steps",
     "Store",
@@ -66,6 +68,26 @@ class Health:
     probing: bool = False
     last_error: str = ""
     opened: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLost:
+    """Told to observers once per outage: a shared store stopped answering.
+
+    Until `StoreBack`, budgets refuse every call and health is this process's own view.
+    `store` is its address without a password; `error` what the client said.
+    """
+
+    store: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoreBack:
+    """Told to observers when a shared store answers again after `after` seconds."""
+
+    store: str
+    after: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,14 +147,15 @@ class Store(Protocol):
     `remote` is True for a store reached over the network. Such a store also has async
     twins of the methods the decision core calls (`areserve`, `asettle`, `arelease`,
     `aspend_state`, `aupdate_health`), which `aperform` awaits.
-    `bind` is called once by each router with its name and clock; a store returns itself
-    or a view scoped to that router (a shared store namespaces its keys by the name and
-    converts its own clock's times to the router's).
+    `bind` is called once by each router with its name, its clock and its observers; a
+    store returns itself or a view scoped to that router (a shared store namespaces its
+    keys by the name, converts its own clock's times to the router's, and tells the
+    observers when it is lost and back with `StoreLost` and `StoreBack`).
     """
 
     remote: bool
 
-    def bind(self, router: str, clock: Clock) -> Store:
+    def bind(self, router: str, clock: Clock, emit: Callable[[object], None]) -> Store:
         """The store as one router sees it: itself, or a view scoped to the router."""
         ...
 
@@ -172,7 +195,7 @@ class InMemoryStore:
 
     remote = False
 
-    def bind(self, router: str, clock: Clock) -> InMemoryStore:
+    def bind(self, router: str, clock: Clock, emit: Callable[[object], None]) -> InMemoryStore:
         return self
 
     def __init__(self) -> None:

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policy_router import (
+    Breaker,
     Budget,
     ConfigError,
     InMemoryStore,
@@ -20,11 +21,12 @@ from policy_router import (
     OverBudgetError,
     Price,
     PriceTable,
+    Retry,
     Router,
 )
 from policy_router.budget import Ledger, Reservation, prompt_bound
 from policy_router.prices import Usage
-from policy_router.testing import Fail, FakeProvider, Reply
+from policy_router.testing import Fail, FakeProvider, Hang, Reply
 
 from .conftest import MESSAGES, Stepped, fake_route
 
@@ -302,3 +304,37 @@ def test_litellm_globals_untouched_by_money(fake: FakeProvider) -> None:
         model="g", messages=MESSAGES, max_tokens=5
     )
     assert len(litellm.model_cost) == before
+
+
+@pytest.mark.parametrize("during", ["the call", "a retry's wait"])
+def test_a_cancelled_async_call_gives_back_what_it_held(fake: FakeProvider, during: str) -> None:
+    """Cancelled while sent: charged its reservation, as unmeasured. Cancelled before it
+    was sent (waiting to retry): released. Either way nothing stays reserved, and a probe
+    it held is free again."""
+    router = Router(
+        [fake_route(fake, "a", prices=PRICES, retry=Retry(attempts=2, backoff=5.0))],
+        budget=Budget("1.00"),
+        breaker=Breaker(failures=1, cooldown=0.01),
+    )
+    if during == "the call":
+        fake.script("a", Hang(5))
+    else:
+        fake.script("a", Fail(503, retry_after=5))
+
+    async def main() -> None:
+        task = asyncio.create_task(router.acompletion(model="g", messages=MESSAGES, max_tokens=100))
+        await asyncio.sleep(0.4)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    spending = router.spending()
+    assert spending.reserved.micros == 0
+    if during == "the call":
+        assert (spending.calls, spending.unmeasured) == (1, 1)
+        assert spending.spent > Money(0, "USD")
+        assert router.health()["openai/a"].state == "closed"
+    else:
+        assert spending.calls == 0 and spending.spent == Money(0, "USD")
+        assert not router.health()["openai/a"].probing

@@ -28,6 +28,8 @@ from policy_router import (
     RedisStore,
     Route,
     Router,
+    StoreBack,
+    StoreLost,
     StoreUnavailableError,
 )
 from policy_router.testing import Fail, FakeProvider, Hang, Reply
@@ -110,7 +112,7 @@ def test_times_are_on_the_servers_clock_not_a_machines(url: str) -> None:
     # Two routers whose monotonic clocks are a million seconds apart see the same rest.
     store = RedisStore(url)
     early, late = ManualClock(100.0), ManualClock(1_000_100.0)
-    a, b = store.bind("shared", early), store.bind("shared", late)
+    a, b = store.bind("shared", early, print), store.bind("shared", late, print)
     a.update_health("r", lambda h: Health("open", 3, rest_until=100.0 + 30, rest=30))
     seen = b.health("r")
     assert seen.state == "open"
@@ -120,7 +122,7 @@ def test_times_are_on_the_servers_clock_not_a_machines(url: str) -> None:
 
 def test_one_probe_among_many_claimants(url: str) -> None:
     breaker = Breaker(failures=1, cooldown=30)
-    stores = [RedisStore(url).bind("shared", ManualClock()) for _ in range(6)]
+    stores = [RedisStore(url).bind("shared", ManualClock(), print) for _ in range(6)]
     stores[0].update_health("r", lambda h: Health("open", 1, rest_until=-1.0, rest=30))
     reasons: list[str | None] = []
 
@@ -143,7 +145,7 @@ def test_one_probe_among_many_claimants(url: str) -> None:
 
 
 def test_a_probe_whose_prober_died_is_given_up_after_its_lease(url: str) -> None:
-    store = RedisStore(url, probe_lease=0.2).bind("shared", ManualClock())
+    store = RedisStore(url, probe_lease=0.2).bind("shared", ManualClock(), print)
     store.update_health("r", lambda h: Health("half_open", 1, rest_until=-1.0, probing=True))
     assert store.health("r").probing
     time.sleep(0.3)
@@ -151,7 +153,7 @@ def test_a_probe_whose_prober_died_is_given_up_after_its_lease(url: str) -> None
 
 
 def test_health_records_expire_on_the_server(url: str) -> None:
-    store = RedisStore(url, keep_health=1).bind("shared", ManualClock())
+    store = RedisStore(url, keep_health=1).bind("shared", ManualClock(), print)
     store.update_health("r", lambda h: Health(failures=1))
     assert store.all_health() == {"r": Health(failures=1)}
     time.sleep(2.1)
@@ -341,11 +343,13 @@ def test_killing_redis_mid_run(exact_fake: FakeProvider) -> None:
             exact_fake,
             budget=Budget(f"{WORST * cap_calls / 1e6:.6f}"),
         )
+        told: list[object] = []
         free = Router(
             routes(exact_fake),
             name="free",
             store=RedisStore(server.url, retry_every=0.3),
             breaker=Breaker(failures=1, cooldown=60),
+            observers=[lambda r: told.append(r) if isinstance(r, StoreLost | StoreBack) else None],
         )
         for _ in range(2):
             budgeted.completion(model="openai/a", messages=MESSAGES, max_tokens=MAX_TOKENS)
@@ -396,6 +400,8 @@ def test_killing_redis_mid_run(exact_fake: FakeProvider) -> None:
         assert any("answers again" in w for w in warnings)
         # Health comes back from Redis: the local rest taken during the outage is dropped.
         assert free.resting() == {}
+        assert [type(r) for r in told] == [StoreLost, StoreBack]  # once each, to observers
+        assert told[0].store == server.url  # type: ignore[attr-defined]
     logger.remove(sink)
 
 
