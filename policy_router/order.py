@@ -77,7 +77,12 @@ class OrderContext:
 
 @runtime_checkable
 class Ordering(Protocol):
-    """A caller's own ordering: pure `order`, state advanced only in `on_result`."""
+    """A caller's own ordering: pure `order`, state advanced only in `on_result`.
+
+    Before `order` runs, the routes' health records are fetched in one store call so that
+    `context.failures` is a lookup; an ordering that never reads it may set a class
+    attribute `reads_health = False` to skip that call (one round trip with Redis).
+    """
 
     def order(self, candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]: ...
 
@@ -129,6 +134,8 @@ class Fastest:
     no history score zero: they are tried first, in written order, until measured. State
     advances only in `on_result`; `order` is pure.
     """
+
+    reads_health = False
 
     def __init__(self, alpha: float = 0.3) -> None:
         self.alpha = alpha

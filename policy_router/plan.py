@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -35,7 +35,7 @@ from .outcome import Fault, FaultKind
 from .prices import Money, Usage
 from .requirements import Requirements
 from .route import Route
-from .store import InMemoryStore, Steps, Store, perform
+from .store import Health, InMemoryStore, Steps, Store, StoreCall, perform
 
 if TYPE_CHECKING:
     from .breaker import HealthBook
@@ -92,6 +92,8 @@ class Plan:
         *,
         clock: Clock,
         ordering: Ordering | None = None,
+        by_health: Callable[[Sequence[Candidate], Mapping[str, Health]], Sequence[Candidate]]
+        | None = None,
         ledger: Ledger | None = None,
         facts: RequestFacts | None = None,
         health: HealthBook | None = None,
@@ -129,6 +131,9 @@ class Plan:
         self._queue: deque[tuple[Candidate, float, int]] = deque(
             (c, 0.0, 1) for c in (ordering(eligible) if ordering else eligible)
         )
+        # An ordering that reads health waits for the first `next()`, which fetches every
+        # record in one store call rather than one call per route.
+        self._by_health = by_health
         self._answered: Candidate | None = None
         self._stop: Fault | None = None
         self._last_fault: Fault | None = None
@@ -151,6 +156,11 @@ class Plan:
         """
         if self._answered is not None or self._stop is not None or self.expired:
             return None
+        if self._by_health is not None:
+            seen: Mapping[str, Health] = yield StoreCall("all_health")
+            ordered = self._by_health([c for c, _, _ in self._queue], seen)
+            self._queue = deque((c, 0.0, 1) for c in ordered)
+            self._by_health = None
         while self._queue:
             candidate, wait, number = self._queue.popleft()
             name = candidate.name

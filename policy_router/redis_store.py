@@ -70,6 +70,23 @@ local t = redis.call('TIME')
 return {t[1], t[2], redis.call('HGETALL', KEYS[1])}
 """
 
+# Every route's record and the server's clock in one round trip; expired routes leave
+# the index. (Keys are built from ARGV, which a Redis Cluster would refuse.)
+_ALL = """
+local t = redis.call('TIME')
+local out = {t[1], t[2]}
+for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local record = redis.call('HGETALL', ARGV[1] .. name)
+  if #record == 0 then
+    redis.call('SREM', KEYS[1], name)
+  else
+    table.insert(out, name)
+    table.insert(out, record)
+  end
+end
+return out
+"""
+
 # Replaces a reservation by the call's cost and counts the call, in one command.
 _SETTLE = """
 redis.call('HINCRBY', KEYS[1], 'spent', ARGV[1])
@@ -541,26 +558,24 @@ class RedisStore:
         except StoreUnavailableError:
             return self._local_view().update_health(route, change)
 
-    def all_health(self) -> dict[str, Health]:
-        def op(r: _Client) -> dict[str, Health]:
-            names = sorted(r.smembers(self._index))
-            pipe = r.pipeline(transaction=False)
-            for name in names:
-                pipe.eval(_READ, 1, self._health_key(name))
-            records: dict[str, Health] = {}
-            expired = []
-            for name, reply in zip(names, pipe.execute(), strict=True):
-                health, _, _, exists = self._decode(reply)
-                if exists:
-                    records[name] = health
-                else:
-                    expired.append(name)
-            if expired:
-                r.srem(self._index, *expired)
-            return records
+    def _all(self, reply: list[Any]) -> dict[str, Health]:
+        seconds, micros, *pairs = reply
+        return {
+            name: self._decode([seconds, micros, flat])[0]
+            for name, flat in zip(pairs[::2], pairs[1::2], strict=True)
+        }
 
+    def all_health(self) -> dict[str, Health]:
+        args = (_ALL, 1, self._index, self._health_key(""))
         try:
-            return self._link.run(op)
+            return self._all(self._link.run(lambda r: r.eval(*args)))
+        except StoreUnavailableError:
+            return self._local_view().all_health()
+
+    async def aall_health(self) -> dict[str, Health]:
+        args = (_ALL, 1, self._index, self._health_key(""))
+        try:
+            return self._all(await self._link.arun(lambda r: r.eval(*args)))
         except StoreUnavailableError:
             return self._local_view().all_health()
 

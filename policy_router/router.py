@@ -65,6 +65,9 @@ _REFUSED_KWARGS = {
 }
 
 
+_CLOSED = Health()
+
+
 class Router:
     """Routes LiteLLM calls across groups of routes, by policy, and says why.
 
@@ -407,7 +410,11 @@ class Router:
         group, candidates = self._group(model)
         needs = self._needs(messages, kwargs)
         facts = self._facts(group, {**kwargs, "messages": messages}, explaining=True)
-        return explain(group, candidates, needs, self._ordering(group, facts), self._ledger, facts)
+        ordering, by_health = self._ordering(group, facts)
+        if by_health is not None:
+            seen = self._store.all_health()
+            ordering = lambda cs: by_health(cs, seen)  # noqa: E731
+        return explain(group, candidates, needs, ordering, self._ledger, facts)
 
     # -- the parts both drivers share --------------------------------------------------------
     def _finish(self, response: Any, send: Send, plan: Plan) -> Routed[Any]:
@@ -457,13 +464,15 @@ class Router:
         if sifted is None:
             # The static checks depend only on the group and the needs: sift once for each.
             sifted = self._sifted[(group, needs)] = sift(candidates, needs)
+        ordering, by_health = self._ordering(group, facts)
         plan = Plan(
             group,
             candidates,
             needs,
             sifted=sifted,
             clock=self._clock,
-            ordering=self._ordering(group, facts),
+            ordering=ordering,
+            by_health=by_health,
             ledger=self._ledger,
             facts=facts,
             health=self._health,
@@ -502,26 +511,38 @@ class Router:
 
     def _ordering(
         self, group: str, facts: RequestFacts | None
-    ) -> Callable[[Sequence[Candidate]], Sequence[Candidate]] | None:
+    ) -> tuple[
+        Callable[[Sequence[Candidate]], Sequence[Candidate]] | None,
+        Callable[[Sequence[Candidate], Mapping[str, Health]], Sequence[Candidate]] | None,
+    ]:
+        """The group's ordering: one that needs nothing from the store, or one that reads
+        the routes' health records (HEALTHIEST, and any Ordering object, which may)."""
         order = self._order_of(group)
         if order is Order.AS_LISTED:
-            return None
+            return None, None
         if order is Order.CHEAPEST:
             assert facts is not None
-            return lambda cs: cheapest(cs, facts)
+            return (lambda cs: cheapest(cs, facts)), None
         with self._turns_lock:
             turn = next(self._turns[group])
-        store = self._store
-        context = OrderContext(
-            group, facts, self._clock.now(), turn, lambda name: store.health(name).failures
-        )
-        if order is Order.HEALTHIEST:
-            return lambda cs: healthiest(cs, context)
+        now = self._clock.now()
         if order is Order.ROUND_ROBIN:
-            return lambda cs: round_robin(cs, context)
+            context = OrderContext(group, facts, now, turn)
+            return (lambda cs: round_robin(cs, context)), None
+        if isinstance(order, Ordering) and not getattr(order, "reads_health", True):
+            blind = OrderContext(group, facts, now, turn)
+            return (lambda cs: order.order(cs, blind)), None
+
+        def context_of(seen: Mapping[str, Health]) -> OrderContext:
+            return OrderContext(
+                group, facts, now, turn, lambda name: seen.get(name, _CLOSED).failures
+            )
+
+        if order is Order.HEALTHIEST:
+            return None, lambda cs, seen: healthiest(cs, context_of(seen))
         ordering = order
         assert isinstance(ordering, Ordering)
-        return lambda cs: ordering.order(cs, context)
+        return None, lambda cs, seen: ordering.order(cs, context_of(seen))
 
     def _repr_html_(self) -> str:
         """A table for notebooks: each route with its reach, capabilities, price, health."""

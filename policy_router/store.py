@@ -146,7 +146,7 @@ class Store(Protocol):
 
     `remote` is True for a store reached over the network. Such a store also has async
     twins of the methods the decision core calls (`areserve`, `asettle`, `arelease`,
-    `aspend_state`, `aupdate_health`), which `aperform` awaits.
+    `aspend_state`, `aupdate_health`, `aall_health`), which `aperform` awaits.
     `bind` is called once by each router with its name, its clock and its observers; a
     store returns itself or a view scoped to that router (a shared store namespaces its
     keys by the name, converts its own clock's times to the router's, and tells the

@@ -204,6 +204,24 @@ def test_a_rest_taken_by_one_router_is_seen_by_anothers_next_call(
     assert one.resting() == {}
 
 
+def test_healthiest_orders_by_the_shared_failure_counts(url: str, fake: FakeProvider) -> None:
+    """Failures counted by one router reorder another's HEALTHIEST group, sync and async;
+    the records are fetched in one call per request, before the first route is tried."""
+    one = shared(url, fake, breaker=Breaker(failures=5))
+    other = shared(url, fake, breaker=Breaker(failures=5), order="healthiest")
+    fake.script("a", Fail(500), Fail(500))
+    one.route(model="g", messages=MESSAGES)
+    one.route(model="g", messages=MESSAGES)
+    assert one.health()["a"].failures == 2
+    assert other.route(model="g", messages=MESSAGES).route.name == "b"
+
+    async def main() -> str:
+        return (await other.aroute(model="g", messages=MESSAGES)).route.name
+
+    assert asyncio.run(main()) == "b"
+    assert fake.requests("a") == 2
+
+
 def test_differently_named_routers_share_nothing(url: str, fake: FakeProvider) -> None:
     one = shared(url, fake, breaker=Breaker(failures=1, cooldown=60))
     stranger = Router(routes(fake), name="other", store=RedisStore(url), breaker=Breaker())
