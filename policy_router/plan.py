@@ -58,6 +58,8 @@ __all__ = [
 
 T = TypeVar("T")
 
+_CANCELLED = Fault(FaultKind.TIMEOUT, None, "the caller cancelled the request")
+
 
 @dataclass(frozen=True, slots=True)
 class Send:
@@ -269,17 +271,7 @@ class Plan:
             yield from self._health.release(send.route.name)
         then = "charged its reservation" if sent else "released; nothing was sent"
         self._record(
-            Attempt(
-                send.route.name,
-                "cancelled",
-                error="the caller cancelled the request",
-                elapsed=self._since(send),
-                wait=send.wait,
-                then=then,
-                cost=cost,
-                group=self.group,
-                journey_id=self.id,
-            )
+            replace(self._failure(send, _CANCELLED, then, cost), outcome="cancelled", status=None)
         )
 
     def settle_late(self, send: Send, usage: Usage | None, fault: Fault | None) -> Steps[None]:

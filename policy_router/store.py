@@ -109,17 +109,13 @@ def perform(store: Store, steps: Steps[T]) -> T:
     A store's exception is thrown into the steps at the yield that asked for it, so the
     core handles it where it happened (the budget turns an unreachable store into a skip).
     """
-    result: Any = None
-    error: Exception | None = None
-    while True:
+    outcome: tuple[Any, Exception | None] = (None, None)
+    while not isinstance(call := _resume(steps, outcome), _Done):
         try:
-            call = steps.throw(error) if error is not None else steps.send(result)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        try:
-            result, error = getattr(store, call.method)(*call.args, **call.kwargs), None
+            outcome = (getattr(store, call.method)(*call.args, **call.kwargs), None)
         except Exception as exc:
-            result, error = None, exc
+            outcome = (None, exc)
+    return call.value  # type: ignore[no-any-return]
 
 
 async def aperform(store: Store, steps: Steps[T]) -> T:
@@ -127,18 +123,28 @@ async def aperform(store: Store, steps: Steps[T]) -> T:
     store's method is called directly (a few dict operations under a lock)."""
     if not store.remote:
         return perform(store, steps)
-    result: Any = None
-    error: Exception | None = None
-    while True:
+    outcome: tuple[Any, Exception | None] = (None, None)
+    while not isinstance(call := _resume(steps, outcome), _Done):
         try:
-            call = steps.throw(error) if error is not None else steps.send(result)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        try:
-            method = getattr(store, "a" + call.method)
-            result, error = await method(*call.args, **call.kwargs), None
+            outcome = (await getattr(store, "a" + call.method)(*call.args, **call.kwargs), None)
         except Exception as exc:
-            result, error = None, exc
+            outcome = (None, exc)
+    return call.value  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    value: Any
+
+
+def _resume(steps: Steps[Any], outcome: tuple[Any, Exception | None]) -> StoreCall | _Done:
+    """Give the steps the last call's result (or throw its error in): the next call they
+    ask for, or what they returned."""
+    result, error = outcome
+    try:
+        return steps.throw(error) if error is not None else steps.send(result)
+    except StopIteration as done:
+        return _Done(done.value)
 
 
 class Store(Protocol):

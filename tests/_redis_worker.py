@@ -47,21 +47,23 @@ def router(redis_url: str, base_url: str, **policies: Any) -> Router:
     return Router(routes, name="shared", store=RedisStore(redis_url), **policies)
 
 
+async def answered_or_refused(router: Router, max_tokens: int) -> str:
+    """One async call to route a: "answered", or "refused" by the budget."""
+    try:
+        await router.acompletion(model="openai/a", messages=MESSAGES, max_tokens=max_tokens)
+        return "answered"
+    except OverBudgetError:
+        return "refused"
+
+
 def burst(
     redis_url: str, base_url: str, cap: str, calls: int, max_tokens: int, barrier: Any
 ) -> Counter[str]:
     """`calls` concurrent async calls against one shared cap; how each ended."""
     r = router(redis_url, base_url, budget=Budget(cap))
 
-    async def one() -> str:
-        try:
-            await r.acompletion(model="openai/a", messages=MESSAGES, max_tokens=max_tokens)
-            return "answered"
-        except OverBudgetError:
-            return "refused"
-
     async def all_() -> list[str]:
-        return await asyncio.gather(*(one() for _ in range(calls)))
+        return await asyncio.gather(*(answered_or_refused(r, max_tokens) for _ in range(calls)))
 
     barrier.wait()
     return Counter(asyncio.run(all_()))

@@ -35,7 +35,7 @@ from policy_router import (
 from policy_router.testing import Fail, FakeProvider, Hang, Reply
 
 from ._redis import BINARY, WHY_MISSING, RedisServer
-from ._redis_worker import MESSAGES, TABLE, burst, one_call
+from ._redis_worker import MESSAGES, TABLE, answered_or_refused, burst, one_call
 from .conftest import KEY_PREFIX
 
 pytestmark = pytest.mark.skipif(BINARY is None, reason=WHY_MISSING)
@@ -246,15 +246,8 @@ def test_async_calls_share_the_budget_without_blocking_the_loop(
                 await asyncio.sleep(0)
 
         ticker = asyncio.create_task(tick())
-
-        async def one() -> str:
-            try:
-                await router.acompletion(model="openai/a", messages=MESSAGES, max_tokens=MAX_TOKENS)
-                return "answered"
-            except OverBudgetError:
-                return "refused"
-
-        results = Counter(await asyncio.gather(*(one() for _ in range(12))))
+        calls = (answered_or_refused(router, MAX_TOKENS) for _ in range(12))
+        results = Counter(await asyncio.gather(*calls))
         ticker.cancel()
         return results, ticks
 
