@@ -24,7 +24,7 @@ from .capabilities import resolve
 from .clock import Clock, MonotonicClock
 from .deadline import Deadline, check_seconds
 from .drive import adrive, drive
-from .errors import ConfigError, NoRouteError
+from .errors import ConfigError, NoRouteError, StoreUnavailableError
 from .journey import Explanation, Routed, Skip
 from .observe import LogObserver, Observer, fan_out
 from .order import (
@@ -288,11 +288,20 @@ class Router:
         """What is wrong with this router's configuration, one sentence per problem.
 
         Unusable routes (unknown model, nothing declared), missing credentials, routes a
-        budget will always refuse (unpriced, or priced in another currency), and price
-        tables older than `max_age_days`. Nothing is sent. An empty list means no problem
-        was found, not that every provider will answer: `preflight(live=True)` asks them.
+        budget will always refuse (unpriced, or priced in another currency), price tables
+        older than `max_age_days`, and a shared store that does not answer. Nothing is sent
+        to a provider (a shared store is pinged). An empty list means no problem was found,
+        not that every provider will answer: `preflight(live=True)` asks them.
         """
         problems = [f"{name}: unusable: {why}" for name, why in self.unusable().items()]
+        ping = getattr(self._store, "ping", None)
+        if self._store.remote and callable(ping):
+            try:
+                ping()
+            except StoreUnavailableError as error:
+                problems.append(
+                    f"store: {error}; until it answers, every call under a budget is refused"
+                )
         for r in self._routes:
             missing = transport.missing_credentials(r)
             if missing:

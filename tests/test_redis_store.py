@@ -222,6 +222,14 @@ def test_healthiest_orders_by_the_shared_failure_counts(url: str, fake: FakeProv
     assert fake.requests("a") == 2
 
 
+def test_check_pings_the_store(url: str, fake: FakeProvider) -> None:
+    """`router.check()` (and `policy-router check`) says when the shared store is down."""
+    assert shared(url, fake).check() == []
+    gone = Router(routes(fake), store=RedisStore("redis://127.0.0.1:1/0", timeout=0.1))
+    [problem] = gone.check()
+    assert problem.startswith("store: Redis at redis://127.0.0.1:1/0 is unreachable")
+
+
 def test_differently_named_routers_share_nothing(url: str, fake: FakeProvider) -> None:
     one = shared(url, fake, breaker=Breaker(failures=1, cooldown=60))
     stranger = Router(routes(fake), name="other", store=RedisStore(url), breaker=Breaker())
