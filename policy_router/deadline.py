@@ -3,9 +3,10 @@
 LiteLLM's `timeout=` bounds each socket read, not the call: a reply trickled in pieces
 0.4 s apart succeeded after 4 s with `timeout=1`. So the router holds the deadline itself,
 on the injected clock: it is checked before every attempt and every retry wait, each
-attempt gets `timeout=` the time left (or the caller's own, when shorter), and the drivers
-stop waiting at the deadline (async by cancelling, sync by no longer waiting on the
-worker that makes the call).
+attempt gets `timeout=` the deadline's length (or the caller's own, when shorter; never
+the time left, which would give LiteLLM a new client cache key, hence a new connection,
+on every call), and the drivers stop waiting at the deadline (async by cancelling, sync
+by no longer waiting on the worker that makes the call).
 """
 
 from __future__ import annotations

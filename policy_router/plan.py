@@ -188,7 +188,12 @@ class Plan:
                     yield from self._give_back(name, held)
                     self.expired = True
                     return None
-                timeout = left if timeout is None else min(timeout, left)
+                # The router holds the deadline itself (cancelling, or abandoning a sync
+                # worker), so LiteLLM is given the deadline's length, not the time left:
+                # LiteLLM keys its cached HTTP client by `timeout`, and a value that changed
+                # on every call built a new client and connection for each one.
+                length = self.deadline.seconds
+                timeout = length if timeout is None else min(timeout, length)
             return Send(candidate, self._clock.now() + wait, held, wait, timeout, number)
         return None
 

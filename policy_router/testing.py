@@ -122,7 +122,7 @@ class FakeProvider:
     Use it as a context manager (or call `start()` and `stop()`). `base_url` is what a route's
     `api_base` should be. Scripts are per model name (the part after `openai/`), consumed in
     order; `requests(model)` counts the requests received for a model, whatever their fate,
-    and `bodies(model)` returns their JSON bodies. It is thread-safe, so many concurrent
+    and `bodies(model)` returns their JSON bodies; `connections()` counts TCP connections. It is thread-safe, so many concurrent
     requests may hit it. It promises nothing about speed beyond what a `Hang` or a
     `Trickle` asks for.
     """
@@ -132,6 +132,7 @@ class FakeProvider:
         self._lock = threading.Lock()
         self._scripts: dict[str, deque[Step]] = defaultdict(deque)
         self._bodies: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self._connections = 0
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -197,6 +198,12 @@ class FakeProvider:
                 return sum(len(v) for v in self._bodies.values())
             return len(self._bodies.get(_bare(model), ()))
 
+    def connections(self) -> int:
+        """How many TCP connections were opened to it: with keep-alive, far fewer than
+        requests; one per request means the client builds a new connection each time."""
+        with self._lock:
+            return self._connections
+
     def bodies(self, model: str) -> list[dict[str, Any]]:
         """The JSON bodies received for `model`, oldest first."""
         with self._lock:
@@ -207,6 +214,7 @@ class FakeProvider:
         with self._lock:
             self._scripts.clear()
             self._bodies.clear()
+            self._connections = 0
 
     def _take(self, model: str, body: dict[str, Any]) -> Step:
         with self._lock:
@@ -238,6 +246,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet: a test's output is not the place for an access log."""
+
+    def setup(self) -> None:
+        super().setup()
+        with self.fake._lock:
+            self.fake._connections += 1
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)

@@ -378,3 +378,23 @@ def test_a_broken_attempt_log_never_fails_a_call(fake: FakeProvider, tmp_path: A
 
     router = Router([fake_route(fake, "a")], observers=[AttemptLog(tmp_path / "no" / "x.db")])
     assert router.completion(model="g", messages=MESSAGES).choices[0].message.content
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_deadline_keeps_litellms_connection(fake: FakeProvider, driver: str) -> None:
+    """LiteLLM keys its cached client by the `timeout` it is given: a timeout that changed
+    with every call (the deadline's time left) built a new client and TCP connection per
+    call. The attempt's timeout is now the same on every call, so connections are reused."""
+    router = Router([fake_route(fake, "a")], deadline=20)
+    if driver == "sync":
+        for _ in range(8):
+            router.completion(model="g", messages=MESSAGES)
+    else:
+
+        async def eight() -> None:  # one event loop: LiteLLM's async clients are per loop
+            for _ in range(8):
+                await router.acompletion(model="g", messages=MESSAGES)
+
+        asyncio.run(eight())
+    assert fake.requests() == 8
+    assert fake.connections() <= 2
