@@ -32,6 +32,7 @@ budget from zero.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import copy
 import re
 import threading
@@ -40,6 +41,8 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
+
+from loguru import logger
 
 from .clock import Clock, MonotonicClock
 from .errors import ConfigError, StoreUnavailableError
@@ -157,6 +160,7 @@ class _Link:
         self.observers: weakref.WeakSet[Callable[[object], None]] = weakref.WeakSet()
         # Budget writes that could not be made, oldest first; written before anything else.
         self.backlog: list[_Write] = []
+        atexit.register(self.flush_at_exit)
 
     def aclient(self) -> Any:
         import redis.asyncio
@@ -221,6 +225,21 @@ class _Link:
         except StoreUnavailableError:
             with self.lock:
                 self.backlog.append(commands)
+
+    def flush_at_exit(self) -> None:
+        """One last try to write what an outage held back, as the process ends; what still
+        cannot be written is named, since those costs are then lost."""
+        if not self.backlog:
+            return
+        self.retry_at = 0.0
+        try:
+            self.run(lambda r: None)
+        except StoreUnavailableError:
+            logger.warning(
+                "policy_router: exiting with {} budget writes Redis at {} never received",
+                len(self.backlog),
+                self.where,
+            )
 
     def _flush(self, client: _Client) -> None:
         claimed = self._claim()

@@ -178,6 +178,21 @@ def test_the_password_never_shows(redis_server: RedisServer) -> None:
     assert "127.0.0.1:1" in str(caught.value)
 
 
+def test_no_api_key_reaches_redis(url: str, fake: FakeProvider) -> None:
+    """A provider error that quotes the key is stored redacted, like every health record."""
+    import redis
+
+    router = shared(url, fake, breaker=Breaker(failures=1), budget=Budget("1.00"))
+    fake.script("a", Fail(401, f"Incorrect API key provided: {KEY_PREFIX}a"))
+    router.route(model="g", messages=MESSAGES, max_tokens=5)
+    raw = redis.Redis.from_url(url, decode_responses=True)
+    stored = {
+        k: raw.hgetall(k) for k in raw.scan_iter("policy_router:shared:*") if k[-6:] != "routes"
+    }
+    assert any("Incorrect API key" in str(v) for v in stored.values())
+    assert KEY_PREFIX not in str(stored)
+
+
 def test_a_password_and_the_wrong_one(tmp_path: Any) -> None:
     with RedisServer(password="right-pass") as server:
         ok = RedisStore(server.url)
@@ -485,3 +500,17 @@ def test_a_rest_in_one_process_and_exactly_one_probe_after_it(
     assert fake.requests("a") == 2  # the failure before, and exactly one probe
     assert sorted(s["answered"] for s in seen) == ["a"] + ["b"] * 7
     assert all("probing" in s["skipped"]["a"] for s in seen if s["answered"] == "b")
+
+
+def test_writes_held_back_by_an_outage_are_tried_once_more_at_exit() -> None:
+    """A process ending soon after Redis returns still writes the costs it held back."""
+    with RedisServer() as server:
+        store = RedisStore(server.url, retry_every=60)
+        assert store.reserve("b", 10, 100)
+        server.stop()
+        store.settle("b", 10, 7, measured=True, bounded=True)
+        assert store.pending_writes == 1
+        server.start()  # empty: nothing persisted, so only the replayed write is there
+        store._link.flush_at_exit()  # what atexit calls; retry_every has not passed
+        assert store.pending_writes == 0
+        assert store.spend_state("b").spent == 7
