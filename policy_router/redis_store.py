@@ -326,7 +326,7 @@ class RedisStore:
     writes: a settle whose reply was lost may be written twice when it is replayed, which
     over-counts spending and never under-counts it. A process killed during a call leaves
     that call's reservation held (the cap shrinks by it, it is never overshot) until
-    `clear()` is called. Needs the `redis` extra (`pip install 'policy-router[redis]'`).
+    `drop_reservations(budget)` is called while no process runs calls. Needs the `redis` extra (`pip install 'policy-router[redis]'`).
     """
 
     remote = True
@@ -613,6 +613,25 @@ class RedisStore:
                 r.srem(self._index, *names)
 
         self._link.run(op)
+
+    def drop_reservations(self, budget: str) -> int:
+        """Set a budget's reserved amount to zero and return what it was, in micro-units.
+
+        For reservations left by processes that were killed during a call (they shrink the
+        cap until dropped). Call it only while no process is making calls under this
+        budget: a running call's reservation would be dropped too, and its settle would then
+        count its cost against a reservation that no longer exists. Spending is kept.
+        """
+        key = self._budget_key(budget)
+
+        def op(r: _Client) -> int:
+            pipe = r.pipeline(transaction=True)
+            pipe.hget(key, "reserved")
+            pipe.hset(key, "reserved", 0)
+            held, _ = pipe.execute()
+            return int(held or 0)
+
+        return self._link.run(op)
 
     def clear(self) -> None:
         """Delete every key under this store's namespace: spending, reservations, health.

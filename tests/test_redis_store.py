@@ -514,3 +514,14 @@ def test_writes_held_back_by_an_outage_are_tried_once_more_at_exit() -> None:
         store._link.flush_at_exit()  # what atexit calls; retry_every has not passed
         assert store.pending_writes == 0
         assert store.spend_state("b").spent == 7
+
+
+def test_reservations_left_by_a_killed_process_can_be_dropped(url: str) -> None:
+    """Only the reserved amount goes: what was spent stays."""
+    store = RedisStore(url, namespace="policy_router:shared")
+    store.reserve("b", 30, 100)
+    store.settle("b", 30, 12, measured=True, bounded=True)
+    store.reserve("b", 50, 100)  # its process dies before settling
+    assert store.drop_reservations("b") == 50
+    state = store.spend_state("b")
+    assert (state.spent, state.reserved, state.calls) == (12, 0, 1)
