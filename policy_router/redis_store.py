@@ -31,30 +31,22 @@ budget from zero.
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import copy
 import re
-import threading
 import time
-import weakref
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
-
-from loguru import logger
 
 from .clock import Clock, MonotonicClock
 from .errors import ConfigError, StoreUnavailableError
-from .store import Health, InMemoryStore, SpendState, StoreBack, StoreLost
+from .redis_link import Link, Write, address
+from .store import Health, InMemoryStore, SpendState
 
-# redis-py's own annotations are loose (bytes | str everywhere, transaction callbacks
-# typed as returning None); its clients are taken as Any here and the replies checked.
+# redis-py's clients are taken as Any (see redis_link.py).
 _Client = Any
 
 __all__ = ["RedisStore"]
-
-T = TypeVar("T")
 
 # Checks the cap and reserves in one step; a missing field counts as 0.
 _RESERVE = """
@@ -107,205 +99,6 @@ def _spend(values: list[Any]) -> SpendState:
     return SpendState(*(int(v or 0) for v in values))
 
 
-def _address(url: str) -> str:
-    """The URL without its user and password, for messages and the repr."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return f"unix://{parts.path}"
-    host = parts.hostname or "localhost"
-    return f"{parts.scheme}://{host}:{parts.port or 6379}{parts.path or ''}"
-
-
-# A budget write: commands run in one MULTI transaction, now or after an outage.
-_Write = list[tuple[str, tuple[Any, ...]]]
-
-
-class _Link:
-    """What every view of one RedisStore shares: the clients, the outage, the backlog.
-
-    The sync client serves sync calls; async calls get a redis.asyncio client of their own
-    event loop (its connections cannot be used from another loop).
-    """
-
-    def __init__(self, url: str, options: dict[str, Any], retry_every: float) -> None:
-        import redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
-
-        self.url = url
-        self.options = options
-        # One retry covers a pooled connection that went stale while Redis restarted; more
-        # would hold a call for longer than `timeout` when Redis is really gone.
-        self.client = redis.Redis(
-            connection_pool=redis.BlockingConnectionPool.from_url(
-                url, retry=Retry(NoBackoff(), 1), **options
-            )
-        )
-        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
-            weakref.WeakKeyDictionary()
-        )
-        self.where = _address(url)
-        self.retry_every = retry_every
-        self.outage: tuple[type[BaseException], ...] = (
-            redis.ConnectionError,
-            redis.TimeoutError,
-            OSError,
-        )
-        self.lock = threading.Lock()
-        self.retry_at = 0.0
-        self.down_since: float | None = None
-        self.error = ""
-        self.recoveries = 0
-        # Each bound router's observers, held weakly: a router that is gone hears nothing.
-        self.observers: weakref.WeakSet[Callable[[object], None]] = weakref.WeakSet()
-        # Budget writes that could not be made, oldest first; written before anything else.
-        self.backlog: list[_Write] = []
-        atexit.register(self.flush_at_exit)
-
-    def aclient(self) -> Any:
-        import redis.asyncio
-        from redis.asyncio.retry import Retry
-        from redis.backoff import NoBackoff
-
-        loop = asyncio.get_running_loop()
-        client = self._aclients.get(loop)
-        if client is None:
-            client = redis.asyncio.Redis(
-                connection_pool=redis.asyncio.BlockingConnectionPool.from_url(
-                    self.url, retry=Retry(NoBackoff(), 1), **self.options
-                )
-            )
-            self._aclients[loop] = client
-        return client
-
-    def run(self, op: Callable[[_Client], T]) -> T:
-        """Run `op` against Redis, or raise StoreUnavailableError without waiting when
-        Redis was found unreachable less than `retry_every` seconds ago."""
-        self._guard()
-        try:
-            if self.backlog:
-                self._flush(self.client)
-            result = op(self.client)
-        except self.outage as error:
-            self._lost(error)
-            raise self._unavailable() from None
-        self._answered()
-        return result
-
-    async def arun(self, op: Callable[[_Client], Awaitable[T]]) -> T:
-        """`run` on this event loop's async client."""
-        self._guard()
-        client = self.aclient()
-        try:
-            if self.backlog:
-                claimed = self._claim()
-                try:
-                    await _transact(client, claimed)
-                except BaseException:
-                    self._unclaim(claimed)
-                    raise
-            result = await op(client)
-        except self.outage as error:
-            self._lost(error)
-            raise self._unavailable() from None
-        self._answered()
-        return result
-
-    def write(self, commands: _Write) -> None:
-        """Make a budget write now, or keep it for when Redis answers again."""
-        try:
-            self.run(lambda r: _transact(r, [commands]))
-        except StoreUnavailableError:
-            with self.lock:
-                self.backlog.append(commands)
-
-    async def awrite(self, commands: _Write) -> None:
-        try:
-            await self.arun(lambda r: _transact(r, [commands]))
-        except StoreUnavailableError:
-            with self.lock:
-                self.backlog.append(commands)
-
-    def flush_at_exit(self) -> None:
-        """One last try to write what an outage held back, as the process ends; what still
-        cannot be written is named, since those costs are then lost."""
-        if not self.backlog:
-            return
-        self.retry_at = 0.0
-        try:
-            self.run(lambda r: None)
-        except StoreUnavailableError:
-            logger.warning(
-                "policy_router: exiting with {} budget writes Redis at {} never received",
-                len(self.backlog),
-                self.where,
-            )
-
-    def _flush(self, client: _Client) -> None:
-        claimed = self._claim()
-        try:
-            _transact(client, claimed)
-        except BaseException:
-            self._unclaim(claimed)
-            raise
-
-    def _claim(self) -> list[_Write]:
-        # Taken out of the backlog while being written, so no two callers write it twice.
-        with self.lock:
-            claimed, self.backlog = self.backlog, []
-        return claimed
-
-    def _unclaim(self, claimed: list[_Write]) -> None:
-        with self.lock:
-            self.backlog[:0] = claimed
-
-    def _guard(self) -> None:
-        if self.down_since is not None and time.monotonic() < self.retry_at:
-            raise self._unavailable()
-
-    def _unavailable(self) -> StoreUnavailableError:
-        return StoreUnavailableError(
-            f"Redis at {self.where} is unreachable ({self.error}); "
-            f"trying again every {self.retry_every:g} s"
-        )
-
-    def _lost(self, error: BaseException) -> None:
-        with self.lock:
-            first = self.down_since is None
-            now = time.monotonic()
-            self.error = f"{type(error).__name__}: {str(error)[:200]}"
-            self.retry_at = now + self.retry_every
-            if first:
-                self.down_since = now
-        if first:
-            self._tell(StoreLost(self.where, self.error))
-
-    def _answered(self) -> None:
-        if self.down_since is None:
-            return
-        with self.lock:
-            if self.down_since is None:
-                return
-            lasted = time.monotonic() - self.down_since
-            self.down_since = None
-            self.recoveries += 1
-        self._tell(StoreBack(self.where, lasted))
-
-    def _tell(self, record: object) -> None:
-        for emit in list(self.observers):
-            emit(record)
-
-
-def _transact(client: _Client, writes: list[_Write]) -> Any:
-    """Queue the writes in one MULTI transaction and execute it (a coroutine for an async
-    client, which the caller awaits)."""
-    pipe = client.pipeline(transaction=True)
-    for commands in writes:
-        for name, args in commands:
-            getattr(pipe, name)(*args)
-    return pipe.execute()
-
-
 class RedisStore:
     """Budgets and route health in Redis, shared by every router that uses the same keys.
 
@@ -351,7 +144,7 @@ class RedisStore:
         if not isinstance(url, str) or urlsplit(url).scheme not in ("redis", "rediss", "unix"):
             raise ConfigError(
                 "RedisStore url must start with redis://, rediss:// (TLS) or unix://, "
-                f"got {_address(url) if isinstance(url, str) else type(url).__name__!r}"
+                f"got {address(url) if isinstance(url, str) else type(url).__name__!r}"
             )
         if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
             raise ConfigError(f"RedisStore namespace must be a non-empty string, got {namespace!r}")
@@ -381,7 +174,7 @@ class RedisStore:
             "max_connections": max_connections,
             "timeout": None,
         }
-        self._link = _Link(url, options, float(retry_every))
+        self._link = Link(url, options, float(retry_every))
         self._explicit = namespace
         self.namespace = namespace or "policy_router:default"
         self._clock: Clock = MonotonicClock()
@@ -419,11 +212,11 @@ class RedisStore:
 
     def _settle(
         self, budget: str, reserved: int, cost: int, measured: bool, bounded: bool
-    ) -> _Write:
+    ) -> Write:
         args = (cost, reserved, int(not measured), int(not bounded))
         return [("eval", (_SETTLE, 1, self._budget_key(budget), *args))]
 
-    def _release(self, budget: str, reserved: int) -> _Write:
+    def _release(self, budget: str, reserved: int) -> Write:
         return [("hincrby", (self._budget_key(budget), "reserved", -reserved))]
 
     def reserve(self, budget: str, amount: int, cap: int | None) -> bool:
