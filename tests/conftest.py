@@ -18,6 +18,8 @@ from policy_router import Route
 from policy_router.store import perform
 from policy_router.testing import FakeProvider
 
+from ._redis import BINARY, WHY_MISSING, RedisServer
+
 # Every key the suite uses starts with this, so a test can look for any of them.
 KEY_PREFIX = "sk-test-secret-"
 CAPS = {"tools": True, "streaming": True}
@@ -28,6 +30,16 @@ MESSAGES = [{"role": "user", "content": "Say hello."}]
 def _fake_server() -> Iterator[FakeProvider]:
     with FakeProvider() as fake:
         yield fake
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A redis-server on a free loopback port for the whole session (tests that use it
+    are skipped, with the reason printed, where the binary is missing)."""
+    if BINARY is None:
+        pytest.skip(WHY_MISSING)
+    with RedisServer() as server:
+        yield server
 
 
 @pytest.fixture

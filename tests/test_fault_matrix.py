@@ -1,17 +1,20 @@
-"""The fault matrix: every fault FakeProvider scripts x route position x driver x breaker
-on/off x budget on/off, each cell checking every promise at once."""
+"""The fault matrix: every fault FakeProvider scripts x route position x driver (sync,
+async, stream, async stream) x breaker on/off x budget on/off, each cell checking every
+promise at once; and again with breaker and budget in Redis."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import litellm
 import pytest
 
-from policy_router import Breaker, Budget, Money, PriceTable, Router
+from policy_router import Breaker, Budget, Money, PriceTable, RedisStore, Router
 from policy_router.plan import FaultKind
 from policy_router.testing import Drop, Fail, FakeProvider, Hang, Reply
 
+from ._redis import BINARY, WHY_MISSING, RedisServer
 from .conftest import fake_route
 from .test_router import FAULTS, NAMES, run
 
@@ -30,13 +33,42 @@ CELLS = [pytest.param(f, marks=pytest.mark.slow) if f == "timeout" else f for f 
 
 @pytest.mark.parametrize("budget", [False, True], ids=["no-budget", "budget"])
 @pytest.mark.parametrize("breaker", [False, True], ids=["no-breaker", "breaker"])
-@pytest.mark.parametrize("driver", ["sync", "async", "stream"])
+@pytest.mark.parametrize("driver", ["sync", "async", "stream", "astream"])
 @pytest.mark.parametrize("position", range(3), ids=NAMES)
 @pytest.mark.parametrize("fault", CELLS)
 def test_cell(
     fake: FakeProvider, fault: str, position: int, driver: str, breaker: bool, budget: bool
 ) -> None:
     """Right answer or right error; requests equal attempts; floor, cap and charges hold."""
+    check_cell(fake, fault, position, driver, breaker, budget)
+
+
+@pytest.mark.skipif(BINARY is None, reason=WHY_MISSING)
+@pytest.mark.parametrize("driver", ["sync", "async", "stream", "astream"])
+@pytest.mark.parametrize("position", range(3), ids=NAMES)
+@pytest.mark.parametrize("fault", CELLS)
+def test_cell_on_redis(
+    fake: FakeProvider, redis_server: RedisServer, fault: str, position: int, driver: str
+) -> None:
+    """The same promises with breaker and budget in Redis: nothing above the store changes
+    (async drivers await redis.asyncio, sync ones use the sync client)."""
+    name = f"matrix-{uuid.uuid4().hex[:8]}"
+    store = RedisStore(redis_server.url)
+    try:
+        check_cell(fake, fault, position, driver, True, True, store=store, name=name)
+    finally:
+        RedisStore(redis_server.url, namespace=f"policy_router:{name}").clear()
+
+
+def check_cell(
+    fake: FakeProvider,
+    fault: str,
+    position: int,
+    driver: str,
+    breaker: bool,
+    budget: bool,
+    **router_kw: Any,
+) -> None:
     step, error, falls_through = FAULTS[fault]
     if fault == "cut-before-first-chunk" and driver != "stream":
         step, error = Drop(), litellm.InternalServerError
@@ -54,6 +86,7 @@ def test_cell(
         ],
         breaker=Breaker(failures=1) if breaker else None,
         budget=Budget(CAP) if budget else None,
+        **router_kw,
     )
     kwargs: dict[str, Any] = {"on_device": True, "max_tokens": 50}
     if fault == "timeout":
@@ -61,7 +94,7 @@ def test_cell(
     answers = falls_through and position < 2
     if answers:
         routed, _ = run(router, driver, **kwargs)
-        journey = routed.response.journey if driver == "stream" else routed.journey
+        journey = routed.response.journey if "stream" in driver else routed.journey
         assert routed.route.name == f"openai/{NAMES[position + 1]}"
     else:
         with pytest.raises(error) as caught:

@@ -44,12 +44,6 @@ MAX_TOKENS = 50
 WORST = MAX_TOKENS  # micro-dollars: 50 output tokens at 1.00 per million
 
 
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    with RedisServer() as server:
-        yield server
-
-
 @pytest.fixture
 def url(redis_server: RedisServer) -> Iterator[str]:
     yield redis_server.url
