@@ -12,22 +12,26 @@ callback through which any state it keeps advances.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .budget import RequestFacts
+from .store import Health
 
 if TYPE_CHECKING:
     from .checks import Candidate
 
 __all__ = [
     "DEFAULT_REPLY_TOKENS",
+    "Arrange",
+    "ArrangeByHealth",
     "Fastest",
     "Order",
     "OrderContext",
     "Ordering",
+    "arrange",
     "cheapest",
     "estimate",
     "healthiest",
@@ -162,3 +166,36 @@ class Fastest:
                 (1 - a) * latency + a * elapsed if ok else latency,
                 (1 - a) * success + a * (1.0 if ok else 0.0),
             )
+
+
+Arrange = Callable[[Sequence["Candidate"]], Sequence["Candidate"]]
+ArrangeByHealth = Callable[[Sequence["Candidate"], Mapping[str, Health]], Sequence["Candidate"]]
+_CLOSED = Health()
+
+
+def arrange(
+    order: Order | Ordering, context: OrderContext
+) -> tuple[Arrange | None, ArrangeByHealth | None]:
+    """One request's ordering: either one that needs nothing from the store, or one that
+    is handed every route's health record first (HEALTHIEST, and an Ordering object
+    unless it declares `reads_health = False`), which the plan fetches in one store call.
+    """
+    if order is Order.AS_LISTED:
+        return None, None
+    if order is Order.CHEAPEST:
+        facts = context.facts
+        assert facts is not None
+        return (lambda cs: cheapest(cs, facts)), None
+    if order is Order.ROUND_ROBIN:
+        return (lambda cs: round_robin(cs, context)), None
+    if isinstance(order, Ordering) and not getattr(order, "reads_health", True):
+        return (lambda cs: order.order(cs, context)), None
+
+    def seeing(seen: Mapping[str, Health]) -> OrderContext:
+        return replace(context, failures=lambda name: seen.get(name, _CLOSED).failures)
+
+    if order is Order.HEALTHIEST:
+        return None, lambda cs, seen: healthiest(cs, seeing(seen))
+    ordering = order
+    assert isinstance(ordering, Ordering)
+    return None, lambda cs, seen: ordering.order(cs, seeing(seen))

@@ -2,16 +2,22 @@
 
 A route is Ready, Denied (with why: a missing key, a 401/403/404 on the live check) or
 Unknown (with why: the check itself could not tell, e.g. the provider was unreachable).
+`problems` is the configuration check behind `router.check()` and `policy-router check`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 
 from . import transport
+from .budget import Budget
+from .errors import StoreUnavailableError
 from .route import Route
+from .store import Store
 
-__all__ = ["Verdict", "preflight_route"]
+__all__ = ["Verdict", "preflight_route", "problems"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,3 +43,52 @@ def preflight_route(route: Route, live: bool) -> Verdict:
         return Verdict("ready")
     why = route.redact(f"{fault.status or ''} {fault.message}".strip())
     return Verdict("denied" if fault.kind.about == "route" else "unknown", why)
+
+
+def problems(
+    routes: Sequence[Route],
+    unusable: Mapping[str, str],
+    budget: Budget | None,
+    store: Store,
+    max_age_days: int | None = None,
+    today: date | None = None,
+) -> list[str]:
+    """What is wrong with a router's configuration, one sentence per problem (see
+    `Router.check`)."""
+    found = [f"{name}: unusable: {why}" for name, why in unusable.items()]
+    ping = getattr(store, "ping", None)
+    if store.remote and callable(ping):
+        try:
+            ping()
+        except StoreUnavailableError as error:
+            found.append(f"store: {error}; until it answers, every call under a budget is refused")
+    for r in routes:
+        missing = transport.missing_credentials(r)
+        if missing:
+            found.append(f"{r.name}: missing credentials: {', '.join(missing)}")
+        if budget is None:
+            continue
+        table = r.prices
+        if table is None or table.price_for(r.model) is None:
+            if budget.unpriced == "refuse":
+                where = "no price table" if table is None else f"no row in {table.name}"
+                found.append(
+                    f"{r.name}: unpriced ({where}) under a budget that refuses "
+                    "unpriced routes: no request can reach it"
+                )
+        elif table.currency != budget.cap.currency:
+            found.append(
+                f"{r.name}: priced in {table.currency}, the budget is in "
+                f"{budget.cap.currency}: no request can reach it"
+            )
+    if max_age_days is not None:
+        tables = {id(r.prices): r.prices for r in routes if r.prices is not None}
+        for table in tables.values():
+            age = table.age_days(today)
+            if age > max_age_days:
+                found.append(
+                    f"price table {table.name}: {age} days old (as of "
+                    f"{table.as_of.isoformat()}), older than {max_age_days}: re-check "
+                    f"it against {table.source}"
+                )
+    return found

@@ -24,21 +24,21 @@ from .capabilities import resolve
 from .clock import Clock, MonotonicClock
 from .deadline import Deadline, check_seconds
 from .drive import adrive, drive
-from .errors import ConfigError, NoRouteError, StoreUnavailableError
+from .errors import ConfigError, NoRouteError
 from .journey import Explanation, Routed, Skip
 from .observe import LogObserver, Observer, fan_out
 from .order import (
+    Arrange,
+    ArrangeByHealth,
     Fastest,
     Order,
     OrderContext,
     Ordering,
-    cheapest,
-    healthiest,
-    round_robin,
+    arrange,
 )
 from .plan import Candidate, Fault, FaultKind, Plan, Send, explain, sift
 from .preflight import Verdict as PreflightVerdict
-from .preflight import preflight_route
+from .preflight import preflight_route, problems
 from .prices import Money, PriceTable
 from .requirements import Requirements
 from .retry import Retry
@@ -63,9 +63,6 @@ _REFUSED_KWARGS = {
     "num_retries": "LiteLLM's retries are off: the router sends one request per attempt",
     "max_retries": "LiteLLM's retries are off: the router sends one request per attempt",
 }
-
-
-_CLOSED = Health()
 
 
 class Router:
@@ -293,45 +290,14 @@ class Router:
         to a provider (a shared store is pinged). An empty list means no problem was found,
         not that every provider will answer: `preflight(live=True)` asks them.
         """
-        problems = [f"{name}: unusable: {why}" for name, why in self.unusable().items()]
-        ping = getattr(self._store, "ping", None)
-        if self._store.remote and callable(ping):
-            try:
-                ping()
-            except StoreUnavailableError as error:
-                problems.append(
-                    f"store: {error}; until it answers, every call under a budget is refused"
-                )
-        for r in self._routes:
-            missing = transport.missing_credentials(r)
-            if missing:
-                problems.append(f"{r.name}: missing credentials: {', '.join(missing)}")
-            if self._ledger is not None:
-                budget = self._ledger.budget
-                table = r.prices
-                if table is None or table.price_for(r.model) is None:
-                    if budget.unpriced == "refuse":
-                        where = "no price table" if table is None else f"no row in {table.name}"
-                        problems.append(
-                            f"{r.name}: unpriced ({where}) under a budget that refuses "
-                            "unpriced routes: no request can reach it"
-                        )
-                elif table.currency != budget.cap.currency:
-                    problems.append(
-                        f"{r.name}: priced in {table.currency}, the budget is in "
-                        f"{budget.cap.currency}: no request can reach it"
-                    )
-        if max_age_days is not None:
-            tables = {id(r.prices): r.prices for r in self._routes if r.prices is not None}
-            for table in tables.values():
-                age = table.age_days(today)
-                if age > max_age_days:
-                    problems.append(
-                        f"price table {table.name}: {age} days old (as of "
-                        f"{table.as_of.isoformat()}), older than {max_age_days}: re-check "
-                        f"it against {table.source}"
-                    )
-        return problems
+        return problems(
+            self._routes,
+            self.unusable(),
+            self._ledger.budget if self._ledger is not None else None,
+            self._store,
+            max_age_days,
+            today,
+        )
 
     def capabilities(self, route: str) -> frozenset[str]:
         """What the named route can do, as capability names."""
@@ -520,38 +486,11 @@ class Router:
 
     def _ordering(
         self, group: str, facts: RequestFacts | None
-    ) -> tuple[
-        Callable[[Sequence[Candidate]], Sequence[Candidate]] | None,
-        Callable[[Sequence[Candidate], Mapping[str, Health]], Sequence[Candidate]] | None,
-    ]:
-        """The group's ordering: one that needs nothing from the store, or one that reads
-        the routes' health records (HEALTHIEST, and any Ordering object, which may)."""
+    ) -> tuple[Arrange | None, ArrangeByHealth | None]:
         order = self._order_of(group)
-        if order is Order.AS_LISTED:
-            return None, None
-        if order is Order.CHEAPEST:
-            assert facts is not None
-            return (lambda cs: cheapest(cs, facts)), None
         with self._turns_lock:
             turn = next(self._turns[group])
-        now = self._clock.now()
-        if order is Order.ROUND_ROBIN:
-            context = OrderContext(group, facts, now, turn)
-            return (lambda cs: round_robin(cs, context)), None
-        if isinstance(order, Ordering) and not getattr(order, "reads_health", True):
-            blind = OrderContext(group, facts, now, turn)
-            return (lambda cs: order.order(cs, blind)), None
-
-        def context_of(seen: Mapping[str, Health]) -> OrderContext:
-            return OrderContext(
-                group, facts, now, turn, lambda name: seen.get(name, _CLOSED).failures
-            )
-
-        if order is Order.HEALTHIEST:
-            return None, lambda cs, seen: healthiest(cs, context_of(seen))
-        ordering = order
-        assert isinstance(ordering, Ordering)
-        return None, lambda cs, seen: ordering.order(cs, context_of(seen))
+        return arrange(order, OrderContext(group, facts, self._clock.now(), turn))
 
     def _repr_html_(self) -> str:
         """A table for notebooks: each route with its reach, capabilities, price, health."""
