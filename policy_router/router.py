@@ -232,7 +232,11 @@ class Router:
         }
 
     def spending(self) -> Spending:
-        """The budget's account: spent, reserved, left, calls, and whether it is exact."""
+        """The budget's account: spent, reserved, left, calls, and whether it is exact.
+
+        With a shared store that cannot be reached it raises `StoreUnavailableError`
+        rather than report a figure it could not read.
+        """
         if self._ledger is None:
             raise ConfigError("this router has no budget; build it with budget=Budget(...)")
         return self._ledger.spending()
