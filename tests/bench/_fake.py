@@ -1,4 +1,5 @@
-"""Run FakeProvider in a child process, so its CPU time is not counted as the caller's."""
+"""Run FakeProvider in a child process, so its CPU time is not counted as the caller's;
+and the three priced routes on it that the benchmarks share."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import multiprocessing as mp
 from collections.abc import Iterator
 from contextlib import contextmanager
 from multiprocessing.connection import Connection
+from typing import Any
 
 
 def _serve(conn: Connection) -> None:
@@ -29,3 +31,32 @@ def fake_in_child() -> Iterator[str]:
         process.join(5)
         if process.is_alive():
             process.terminate()
+
+
+MESSAGES = [{"role": "user", "content": "Say hello."}]
+KEY = "sk-bench"
+
+
+def bench_routes(base: str, capabilities: dict[str, bool] | None = None) -> list[Any]:
+    """Routes openai/a, /b, /c on the FakeProvider at `base`, priced 0.15 / 0.60 per million."""
+    from policy_router import PriceTable, Route
+
+    prices = PriceTable.from_dict(
+        {
+            "currency": "USD",
+            "as_of": "2026-11-29",
+            "source": "benchmark",
+            "models": {f"openai/{n}": {"input": "0.15", "output": "0.60"} for n in "abc"},
+        }
+    )
+    return [
+        Route(
+            f"openai/{n}",
+            group="g",
+            api_base=base,
+            api_key=KEY,
+            capabilities=capabilities or {"tools": True, "streaming": True},
+            prices=prices,
+        )
+        for n in "abc"
+    ]

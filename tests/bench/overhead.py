@@ -23,31 +23,14 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import litellm
-from _fake import fake_in_child
+from _fake import KEY, MESSAGES, bench_routes, fake_in_child
 
-from policy_router import Breaker, Budget, PriceTable, Route, Router
-
-MESSAGES = [{"role": "user", "content": "Say hello."}]
-CAPS = {"tools": True, "streaming": True}
-PRICES = PriceTable.from_dict(
-    {
-        "currency": "USD",
-        "as_of": "2026-11-29",
-        "source": "benchmark",
-        "models": {f"openai/{n}": {"input": "0.15", "output": "0.60"} for n in "abc"},
-    }
-)
+from policy_router import Breaker, Budget, Router
 
 
 def build(base: str) -> dict[str, Callable[[], Awaitable[Any]]]:
-    key = "sk-bench"
-    names = ["a", "b", "c"]
-    routes = [
-        Route(
-            f"openai/{n}", group="g", api_base=base, api_key=key, capabilities=CAPS, prices=PRICES
-        )
-        for n in names
-    ]
+    key, names = KEY, ["a", "b", "c"]
+    routes = bench_routes(base)
     router = Router(routes)
     # A cap no benchmark run reaches: every call reserves, settles and is charged.
     budgeted = Router(routes, budget=Budget("1000000"))

@@ -25,34 +25,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import litellm
-from _fake import fake_in_child
+from _fake import KEY, MESSAGES, bench_routes, fake_in_child
 
-from policy_router import Breaker, Budget, InMemoryStore, PriceTable, RedisStore, Route, Router
+from policy_router import Breaker, Budget, InMemoryStore, RedisStore, Router
 from tests._redis import BINARY, WHY_MISSING, RedisServer
-
-MESSAGES = [{"role": "user", "content": "Say hello."}]
-PRICES = PriceTable.from_dict(
-    {
-        "currency": "USD",
-        "as_of": "2026-11-29",
-        "source": "benchmark",
-        "models": {f"openai/{n}": {"input": "0.15", "output": "0.60"} for n in "abc"},
-    }
-)
 
 
 def routers(base: str, url: str) -> dict[str, Router]:
-    routes = [
-        Route(
-            f"openai/{n}",
-            group="g",
-            api_base=base,
-            api_key="sk-bench",
-            capabilities={"streaming": True},
-            prices=PRICES,
-        )
-        for n in "abc"
-    ]
+    routes = bench_routes(base)
     policies: dict[str, Any] = {"budget": Budget("1000000"), "breaker": Breaker()}
     return {
         "in memory": Router(routes, store=InMemoryStore(), **policies),
@@ -76,7 +56,7 @@ async def main(calls: int, rounds: int) -> None:
             "model": "openai/a",
             "messages": MESSAGES,
             "api_base": base,
-            "api_key": "sk-bench",
+            "api_key": KEY,
             "max_retries": 0,
         }
 

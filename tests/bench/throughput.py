@@ -20,11 +20,9 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import litellm
-from _fake import fake_in_child
+from _fake import KEY, MESSAGES, bench_routes, fake_in_child
 
-from policy_router import Breaker, Budget, PriceTable, Route, Router
-
-MESSAGES = [{"role": "user", "content": "Say hello."}]
+from policy_router import Breaker, Budget, Router
 
 
 async def burst(fn: Callable[[], Awaitable[Any]], n: int) -> float:
@@ -35,35 +33,13 @@ async def burst(fn: Callable[[], Awaitable[Any]], n: int) -> float:
 
 async def main(n: int, rounds: int) -> None:
     with fake_in_child() as base:
-        prices = PriceTable.from_dict(
-            {
-                "currency": "USD",
-                "as_of": "2026-11-29",
-                "source": "b",
-                "models": {f"openai/{x}": {"input": "0.15", "output": "0.60"} for x in "abc"},
-            }
-        )
-        router = Router(
-            [
-                Route(
-                    f"openai/{x}",
-                    group="g",
-                    api_base=base,
-                    api_key="k",
-                    capabilities={"tools": True},
-                    prices=prices,
-                )
-                for x in "abc"
-            ],
-            budget=Budget("1000000"),
-            breaker=Breaker(),
-        )
+        router = Router(bench_routes(base), budget=Budget("1000000"), breaker=Breaker())
         variants: dict[str, Callable[[], Awaitable[Any]]] = {
             "plain litellm.acompletion": lambda: litellm.acompletion(
                 model="openai/a",
                 messages=MESSAGES,
                 api_base=base,
-                api_key="k",
+                api_key=KEY,
                 num_retries=0,
                 max_retries=0,
                 max_tokens=16,
