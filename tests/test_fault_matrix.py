@@ -14,7 +14,7 @@ from policy_router import Breaker, Budget, Money, PriceTable, RedisStore, Router
 from policy_router.plan import FaultKind
 from policy_router.testing import Drop, Fail, FakeProvider, Hang, Reply
 
-from ._redis import BINARY, WHY_MISSING, RedisServer
+from ._redis import RedisServer
 from .conftest import fake_route
 from .test_router import FAULTS, NAMES, run
 
@@ -43,7 +43,6 @@ def test_cell(
     check_cell(fake, fault, position, driver, breaker, budget)
 
 
-@pytest.mark.skipif(BINARY is None, reason=WHY_MISSING)
 @pytest.mark.parametrize("driver", ["sync", "async", "stream", "astream"])
 @pytest.mark.parametrize("position", range(3), ids=NAMES)
 @pytest.mark.parametrize("fault", CELLS)

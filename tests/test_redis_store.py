@@ -34,11 +34,9 @@ from policy_router import (
 )
 from policy_router.testing import Fail, FakeProvider, Hang, Reply
 
-from ._redis import BINARY, WHY_MISSING, RedisServer
+from ._redis import RedisServer
 from ._redis_worker import MESSAGES, TABLE, answered_or_refused, burst, one_call
 from .conftest import KEY_PREFIX
-
-pytestmark = pytest.mark.skipif(BINARY is None, reason=WHY_MISSING)
 
 MAX_TOKENS = 50
 WORST = MAX_TOKENS  # micro-dollars: 50 output tokens at 1.00 per million
