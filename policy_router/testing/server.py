@@ -1,18 +1,7 @@
-"""FakeProvider: a real OpenAI-compatible HTTP server on loopback, with scripted faults.
+"""The FakeProvider server: scripts, counts, limits, and how a step is played on the wire.
 
-It is public on purpose: a team can test its own routing configuration against it, over
-real HTTP, through LiteLLM's real code path (`openai/<name>` with `api_base`), without a key
-or a network. Each model name has a script, a queue of steps consumed one per request; when
-the queue is empty the model answers normally. The server counts every request it received
-per model, so a test can compare what was really sent with what a journey says.
-
-    with FakeProvider() as fake:
-        fake.script("flaky", Fail(503), Reply("second time lucky"))
-        Route("openai/flaky", api_base=fake.base_url, api_key="sk-fake")
-
-It is a test double, not a faithful OpenAI: it answers chat completions only, ignores
-sampling parameters and does not count tokens (usage is what the step says, or a count of
-whitespace-separated words).
+Each endpoint (`chat.py`, ...) says only what its answers look like; playing a failure, a
+hang, a trickle, a drop or a cut stream is written once here, in `Exchange`.
 """
 
 from __future__ import annotations
@@ -23,108 +12,37 @@ import socket
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
-__all__ = [
-    "Cut",
-    "Drop",
-    "Fail",
-    "FakeProvider",
-    "Hang",
-    "NoFinish",
-    "Refuse",
-    "Reply",
-    "Step",
-    "Trickle",
-]
+from .steps import Cut, Drop, Fail, Hang, NoFinish, Refuse, Reply, Step, Trickle
+
+__all__ = ["Exchange", "FakeProvider", "Limits"]
 
 
 @dataclass(frozen=True, slots=True)
-class Reply:
-    """Answer normally: text, or tool calls, with the usage given (else counted in words)."""
+class Limits:
+    """What one model of the fake enforces: the most tokens it writes per reply."""
 
-    text: str = "Hello from FakeProvider."
-    tool_calls: Sequence[dict[str, Any]] = ()
-    usage: tuple[int, int] | None = None
-    finish_reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Fail:
-    """Answer with HTTP `status`, an OpenAI-shaped error body, and Retry-After if given."""
-
-    status: int
-    message: str = ""
-    retry_after: float | None = None
-    code: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Hang:
-    """Say nothing for `seconds` (the connection stays open), then answer like `then`."""
-
-    seconds: float
-    then: Reply = field(default_factory=Reply)
-
-
-@dataclass(frozen=True, slots=True)
-class Trickle:
-    """Answer in `pieces` parts `gap` seconds apart: bytes of the body, or stream chunks."""
-
-    reply: Reply = field(default_factory=Reply)
-    pieces: int = 10
-    gap: float = 0.4
-
-
-@dataclass(frozen=True, slots=True)
-class Drop:
-    """Close the connection without sending a byte back."""
-
-
-@dataclass(frozen=True, slots=True)
-class Cut:
-    """Stream `after` chunks, then close the connection with no finish reason and no [DONE].
-
-    A request that did not ask for a stream gets half of its body, then the close.
-    """
-
-    after: int = 2
-    reply: Reply = field(default_factory=Reply)
-
-
-@dataclass(frozen=True, slots=True)
-class NoFinish:
-    """Stream every chunk and `[DONE]`, but never a finish reason: a reply cut short."""
-
-    reply: Reply = field(default_factory=Reply)
-
-
-@dataclass(frozen=True, slots=True)
-class Refuse:
-    """Refuse the work as OpenAI does: 400 with code `content_policy_violation`."""
-
-    message: str = (
-        "Your request was rejected as a result of our safety system. "
-        "Your prompt may contain text that is not allowed by our safety system."
-    )
-
-
-Step = Reply | Fail | Hang | Trickle | Drop | Cut | NoFinish | Refuse
+    max_output: int | None = None
 
 
 class FakeProvider:
-    """An OpenAI chat-completions server on 127.0.0.1 with a free port, in a background thread.
+    """An OpenAI-compatible server on 127.0.0.1 with a free port, in a background thread.
 
     Use it as a context manager (or call `start()` and `stop()`). `base_url` is what a route's
     `api_base` should be. Scripts are per model name (the part after `openai/`), consumed in
     order; `requests(model)` counts the requests received for a model, whatever their fate,
-    and `bodies(model)` returns their JSON bodies; `connections()` counts TCP connections. It is thread-safe, so many concurrent
-    requests may hit it. It promises nothing about speed beyond what a `Hang` or a
-    `Trickle` asks for.
+    and `bodies(model)` returns their JSON bodies; `connections()` counts TCP connections.
+    `limits(model, max_output=...)` makes a model stop writing where a real one would. It is
+    thread-safe, so many concurrent requests may hit it. It promises nothing about speed
+    beyond what a `Hang` or a `Trickle` asks for.
+
+    A reply bills honestly when its step gives no usage (see `billing.py`): one token a word
+    of everything the request sends, and of every choice of the reply it sends back.
     """
 
     def __init__(self, *, default: Reply | None = None) -> None:
@@ -132,6 +50,7 @@ class FakeProvider:
         self._lock = threading.Lock()
         self._scripts: dict[str, deque[Step]] = defaultdict(deque)
         self._bodies: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self._limits: dict[str, Limits] = {}
         self._connections = 0
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -191,6 +110,12 @@ class FakeProvider:
         with self._lock:
             self._scripts[_bare(model)].extend(steps)
 
+    def limits(self, model: str, *, max_output: int | None = None) -> None:
+        """Make `model` write at most `max_output` tokens per reply (finish reason
+        "length"), as a real model stops at its own limit."""
+        with self._lock:
+            self._limits[_bare(model)] = Limits(max_output)
+
     def requests(self, model: str | None = None) -> int:
         """How many requests arrived for `model` (the bare name), or for all models."""
         with self._lock:
@@ -210,17 +135,19 @@ class FakeProvider:
             return list(self._bodies.get(_bare(model), ()))
 
     def reset(self) -> None:
-        """Forget every script and count."""
+        """Forget every script, count and limit."""
         with self._lock:
             self._scripts.clear()
             self._bodies.clear()
+            self._limits.clear()
             self._connections = 0
 
-    def _take(self, model: str, body: dict[str, Any]) -> Step:
+    def _take(self, model: str, body: dict[str, Any]) -> tuple[Step, Limits]:
         with self._lock:
             self._bodies[model].append(body)
             queue = self._scripts.get(model)
-            return queue.popleft() if queue else self._default
+            step = queue.popleft() if queue else self._default
+            return step, self._limits.get(model, Limits())
 
     def _sleep(self, seconds: float) -> bool:
         """Wait, but wake at shutdown; True when the server is stopping."""
@@ -253,29 +180,31 @@ class _Handler(BaseHTTPRequestHandler):
             self.fake._connections += 1
 
     def do_POST(self) -> None:
+        from .endpoints import EXCHANGES
+
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         try:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError:
-            self._send_json(400, _error("request body is not JSON", "invalid_request_error"))
+            self.send_json(400, error_body("request body is not JSON", "invalid_request_error"))
             return
-        if not self.path.rstrip("/").endswith("/chat/completions"):
-            self._send_json(404, _error(f"no route {self.path}", "not_found"))
+        path = self.path.rstrip("/")
+        exchange = next((e for p, e in EXCHANGES.items() if path.endswith(p)), None)
+        if exchange is None:
+            self.send_json(404, error_body(f"no route {self.path}", "not_found"))
             return
         model = str(body.get("model", ""))
-        step = self.fake._take(model, body)
-        stream = bool(body.get("stream"))
-        usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
-        _Exchange(self, model, body, stream, usage_wanted).play(step)
+        step, limits = self.fake._take(model, body)
+        exchange(self, model, body, limits).play(step)
 
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
-            self._send_json(200, {"object": "list", "data": []})
+            self.send_json(200, {"object": "list", "data": []})
         else:
-            self._send_json(404, _error(f"no route {self.path}", "not_found"))
+            self.send_json(404, error_body(f"no route {self.path}", "not_found"))
 
-    def _send_json(
+    def send_json(
         self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
     ) -> None:
         data = json.dumps(payload).encode()
@@ -288,7 +217,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def _error(message: str, kind: str, code: str | None = None) -> dict[str, Any]:
+def error_body(message: str, kind: str, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
@@ -305,19 +234,38 @@ _STATUS_TEXT = {
 }
 
 
-class _Exchange:
-    """One request's answer, played from a step."""
+class Exchange:
+    """One request's answer, played from a step. An endpoint subclass says what a whole
+    answer is (`answer`) and which events stream it (`events`); the rest is shared.
+
+    `events` yields (event name or None, payload) for each server-sent event, in order; with
+    `finish=False` the stream never says it finished. `done` is the stream's closing line,
+    if the endpoint has one (chat's `data: [DONE]`).
+    """
+
+    prefix: ClassVar[str] = "fake"
+    done: ClassVar[bytes | None] = b"data: [DONE]\n\n"
 
     def __init__(
-        self, handler: _Handler, model: str, body: dict[str, Any], stream: bool, usage: bool
+        self, handler: _Handler, model: str, body: dict[str, Any], limits: Limits
     ) -> None:
         self.h = handler
         self.model = model
         self.body = body
-        self.stream = stream
-        self.usage_wanted = usage
-        self.id = f"chatcmpl-fake-{time.monotonic_ns()}"
+        self.limits = limits
+        self.stream = bool(body.get("stream"))
+        self.id = f"{self.prefix}-{time.monotonic_ns()}"
 
+    # -- what an endpoint says -------------------------------------------------------------
+    def answer(self, reply: Reply) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def events(
+        self, reply: Reply, pieces: int, finish: bool
+    ) -> Iterator[tuple[str | None, dict[str, Any]]]:
+        raise NotImplementedError
+
+    # -- playing a step --------------------------------------------------------------------
     def play(self, step: Step) -> None:
         try:
             self._play(step)
@@ -333,10 +281,10 @@ class _Exchange:
             headers = {}
             if step.retry_after is not None:
                 headers["Retry-After"] = f"{step.retry_after:g}"
-            self.h._send_json(step.status, _error(step.message or text, kind, step.code), headers)
+            self.h.send_json(step.status, error_body(step.message or text, kind, step.code), headers)
         elif isinstance(step, Refuse):
-            self.h._send_json(
-                400, _error(step.message, "invalid_request_error", "content_policy_violation")
+            self.h.send_json(
+                400, error_body(step.message, "invalid_request_error", "content_policy_violation")
             )
         elif isinstance(step, Hang):
             if not self.h.fake._sleep(step.seconds):
@@ -357,24 +305,6 @@ class _Exchange:
         with contextlib.suppress(OSError):
             self.h.connection.shutdown(socket.SHUT_RDWR)
 
-    # -- answers -------------------------------------------------------------------------
-    def _usage(self, reply: Reply) -> dict[str, int]:
-        if reply.usage is not None:
-            prompt, completion = reply.usage
-        else:
-            words = sum(
-                len(str(m.get("content", "")).split()) for m in self.body.get("messages", [])
-            )
-            prompt, completion = max(words, 1), max(len(reply.text.split()), 1)
-        return {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
-
-    def _finish(self, reply: Reply) -> str:
-        return reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
-
     def _reply(
         self,
         reply: Reply,
@@ -387,18 +317,7 @@ class _Exchange:
         if self.stream:
             self._stream(reply, pieces=pieces, gap=gap, cut_after=cut_after, finish=finish)
             return
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
-        if reply.tool_calls:
-            message["tool_calls"] = [_tool_call(i, tc) for i, tc in enumerate(reply.tool_calls)]
-        payload = {
-            "id": self.id,
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": self._finish(reply)}],
-            "usage": self._usage(reply),
-        }
-        data = json.dumps(payload).encode()
+        data = json.dumps(self.answer(reply)).encode()
         self.h.send_response(200)
         self.h.send_header("Content-Type", "application/json")
         self.h.send_header("Content-Length", str(len(data)))
@@ -424,57 +343,23 @@ class _Exchange:
         self.h.send_header("Cache-Control", "no-cache")
         self.h.send_header("Connection", "close")
         self.h.end_headers()
-        chunks = list(self._chunks(reply, max(pieces, 1), finish))
-        for i, chunk in enumerate(chunks):
+        events = list(self.events(reply, max(pieces, 1), finish))
+        for i, (name, payload) in enumerate(events):
             if cut_after is not None and i >= cut_after:
                 self._drop()
                 return
-            self.h.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            head = f"event: {name}\n".encode() if name else b""
+            self.h.wfile.write(head + b"data: " + json.dumps(payload).encode() + b"\n\n")
             self.h.wfile.flush()
-            if gap and i < len(chunks) - 1 and self.h.fake._sleep(gap):
+            if gap and i < len(events) - 1 and self.h.fake._sleep(gap):
                 self._drop()
                 return
         if cut_after is not None:
             self._drop()
             return
-        self.h.wfile.write(b"data: [DONE]\n\n")
-        self.h.wfile.flush()
-
-    def _chunks(self, reply: Reply, pieces: int, finish: bool) -> Iterator[dict[str, Any]]:
-        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-            return {
-                "id": self.id,
-                "object": "chat.completion.chunk",
-                "created": int(time.time()),
-                "model": self.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-            }
-
-        yield chunk({"role": "assistant", "content": ""})
-        if reply.tool_calls:
-            for i, tc in enumerate(reply.tool_calls):
-                yield chunk({"tool_calls": [{"index": i, **_tool_call(i, tc)}]})
-        else:
-            for part in _split_text(reply.text, pieces):
-                yield chunk({"content": part})
-        yield chunk({}, self._finish(reply) if finish else None)
-        if self.usage_wanted:
-            last = chunk({})
-            last["choices"] = []
-            last["usage"] = self._usage(reply)
-            yield last
-
-
-def _tool_call(i: int, tc: dict[str, Any]) -> dict[str, Any]:
-    args = tc.get("arguments", {})
-    return {
-        "id": tc.get("id", f"call_{i}"),
-        "type": "function",
-        "function": {
-            "name": tc["name"],
-            "arguments": args if isinstance(args, str) else json.dumps(args),
-        },
-    }
+        if self.done:
+            self.h.wfile.write(self.done)
+            self.h.wfile.flush()
 
 
 def _split(data: bytes, pieces: int) -> list[bytes]:
@@ -484,7 +369,8 @@ def _split(data: bytes, pieces: int) -> list[bytes]:
     return [data[i : i + size] for i in range(0, len(data), size)]
 
 
-def _split_text(text: str, pieces: int) -> list[str]:
+def split_text(text: str, pieces: int) -> list[str]:
+    """The text in about `pieces` parts of whole words (word by word when `pieces` is 1)."""
     words = text.split(" ")
     if pieces <= 1 or len(words) <= 1:
         # Even an unsplit reply streams word by word, like a real provider.

@@ -1,0 +1,83 @@
+"""The steps a FakeProvider script is made of: one per request, in order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Cut", "Drop", "Fail", "Hang", "NoFinish", "Refuse", "Reply", "Step", "Trickle"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Answer normally: text, or tool calls, with the usage given (else counted honestly:
+    see `FakeProvider`). `usage` is (prompt, completion) tokens for the whole answer."""
+
+    text: str = "Hello from FakeProvider."
+    tool_calls: Sequence[dict[str, Any]] = ()
+    usage: tuple[int, int] | None = None
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """Answer with HTTP `status`, an OpenAI-shaped error body, and Retry-After if given."""
+
+    status: int
+    message: str = ""
+    retry_after: float | None = None
+    code: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hang:
+    """Say nothing for `seconds` (the connection stays open), then answer like `then`."""
+
+    seconds: float
+    then: Reply = field(default_factory=Reply)
+
+
+@dataclass(frozen=True, slots=True)
+class Trickle:
+    """Answer in `pieces` parts `gap` seconds apart: bytes of the body, or stream chunks."""
+
+    reply: Reply = field(default_factory=Reply)
+    pieces: int = 10
+    gap: float = 0.4
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """Close the connection without sending a byte back."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """Stream `after` chunks, then close the connection with no finish reason and no [DONE].
+
+    A request that did not ask for a stream gets half of its body, then the close.
+    """
+
+    after: int = 2
+    reply: Reply = field(default_factory=Reply)
+
+
+@dataclass(frozen=True, slots=True)
+class NoFinish:
+    """Stream every chunk and `[DONE]`, but never a finish reason: a reply cut short."""
+
+    reply: Reply = field(default_factory=Reply)
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """Refuse the work as OpenAI does: 400 with code `content_policy_violation`."""
+
+    message: str = (
+        "Your request was rejected as a result of our safety system. "
+        "Your prompt may contain text that is not allowed by our safety system."
+    )
+
+
+Step = Reply | Fail | Hang | Trickle | Drop | Cut | NoFinish | Refuse
