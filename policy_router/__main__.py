@@ -1,7 +1,9 @@
 """`policy-router demo|check|explain|prices` (or `python -m policy_router ...`).
 
 `demo` runs the router on an embedded FakeProvider, no keys needed; `check`, `explain` and
-`prices` read a policy file and send nothing (unless `check --preflight`).
+`prices` read a policy file (or a LiteLLM proxy config) and send nothing (unless
+`check --preflight`). Exit codes: 0 ok, 1 problems found, 2 a usage or configuration error
+(said in one line on stderr, never a traceback), 130 interrupted.
 
 Set `LITELLM_LOCAL_MODEL_COST_MAP=True` in the environment (as `make demo` does) so that
 LiteLLM's import does not try to download its price map.
@@ -12,8 +14,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from .config import load as config_load
@@ -126,12 +131,17 @@ def _why(journey: Journey) -> str:
 
 
 def _build(path: str) -> tuple[Router, list[str]]:
-    routes, policies, missing = config_load(path)
-    return Router(routes, **policies), missing
+    loaded = config_load(path)
+    router = Router(loaded.routes, **loaded.policies)
+    router._notes = tuple(loaded.notes)
+    return router, loaded.missing
 
 
 def check(args: argparse.Namespace, out: Callable[[str], None]) -> int:
-    """Every problem with a config, nothing sent; exit 1 when there is one."""
+    """Every problem with a config, nothing sent; exit 1 when there is one (2 when there
+    is no file to check)."""
+    if not Path(args.config).is_file():
+        raise ConfigError(f"{args.config}: no such file to check")
     try:
         router, problems = _build(args.config)
     except ConfigError as error:
@@ -144,13 +154,26 @@ def check(args: argparse.Namespace, out: Callable[[str], None]) -> int:
                 for name, verdict in router.preflight(live=True).items()
                 if verdict.state != "ready"
             ]
+    routes = (
+        [
+            {"route": r.name, "group": r.group, "reach": r.reach.value, "how": r.reach_reason}
+            for r in router.routes
+        ]
+        if router is not None
+        else []
+    )
     if args.json:
-        out(json.dumps({"ok": not problems, "problems": problems}, indent=2))
-    elif problems:
+        out(json.dumps({"ok": not problems, "problems": problems, "routes": routes}, indent=2))
+        return 1 if problems else 0
+    if problems:
         out(f"{args.config}: {len(problems)} problem{'s' * (len(problems) != 1)}")
         out("\n".join(f"  - {p}" for p in problems))
     else:
         out(f"{args.config}: no problems found")
+    if routes:
+        width = max(len(r["route"]) for r in routes)
+        out("routes (reach, and how it was decided):")
+        out("\n".join(f"  {r['route']:<{width}}  {r['reach']:<9}  {r['how']}" for r in routes))
     return 1 if problems else 0
 
 
@@ -266,14 +289,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     for p in (p_check, p_explain, p_prices):
         p.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        return demo()
+    # A warning about the user's file (a literal key) is one line, not a source excerpt.
+    warnings.showwarning = lambda message, *_, **__: print(f"warning: {message}", file=sys.stderr)
     try:
+        if args.command == "demo":
+            return demo()
         handler = {"check": check, "explain": explain_cmd, "prices": prices}[args.command]
         return handler(args, print)
-    except ConfigError as error:
+    except PolicyRouterError as error:
+        # A user's mistake (a bad file, a group that does not exist): one line, no trace.
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`prices | head`): stop quietly, and keep Python from
+        # failing again when it flushes stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .budget import Ledger, RequestFacts
-from .capabilities import Capabilities
+from . import transport
+from .bounds import RequestFacts, reply_tokens
+from .budget import Ledger
+from .capabilities import Capabilities, resolve
 from .journey import Check, Explanation, Skip, Verdict
 from .order import DEFAULT_REPLY_TOKENS
 from .prices import Money, Price
@@ -20,20 +22,46 @@ from .requirements import Requirements
 from .route import Reach, Route
 from .store import perform
 
-__all__ = ["Candidate", "Ordering", "explain", "sift", "static_skip"]
+__all__ = ["Candidate", "Ordering", "candidate_for", "explain", "sift", "static_skip"]
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A route of a group with its capabilities looked up once (at router build time)."""
+    """A route of a group with what it can do looked up once (at router build time).
+
+    `reply_limit` caps one reply's tokens when a call sets no `max_tokens`: the route's own
+    default `max_tokens`, else its declared `output_limit`, else LiteLLM's
+    `max_output_tokens` for the model (None: unknown). `choices` is the route's default `n`.
+    """
 
     route: Route
     capabilities: Capabilities
     price: Price | None = None
+    reply_limit: int | None = None
+    choices: int = 1
 
     @property
     def name(self) -> str:
         return self.route.name
+
+
+def candidate_for(route: Route) -> Candidate:
+    """The route with its capabilities, price and reply limit looked up, once."""
+    info, streams = transport.model_info(route)
+    limit = reply_tokens(route.kwargs, "max_tokens", "max_completion_tokens")
+    if limit is None:
+        limit = route.output_limit
+    if limit is None and info is not None:
+        known = info.get("max_output_tokens")
+        limit = known if isinstance(known, int) and known > 0 else None
+    n = route.kwargs.get("n")
+    return Candidate(
+        route,
+        resolve(route.model, info, streams, route.capabilities),
+        route.prices.price_for(route.model) if route.prices is not None else None,
+        reply_limit=limit,
+        choices=n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1,
+    )
 
 
 Ordering = Callable[[Sequence[Candidate]], Sequence[Candidate]]
@@ -54,11 +82,10 @@ def static_skip(candidate: Candidate, needs: Requirements) -> Skip | None:
             {"missing": tuple(c.value for c in unmet)},
         )
     if needs.on_device and route.reach is not Reach.ON_DEVICE:
-        how = "declared" if route.reach_declared else "inferred from its api_base"
         return Skip(
             route.name,
             Check.FLOOR,
-            f"vendor route ({how}); the request is on-device only",
+            f"vendor route ({route.reach_reason}); the request is on-device only",
             {"reach": route.reach.value},
         )
     return None
@@ -95,12 +122,14 @@ def explain(
     skips = {s.route: s for s in skipped}
     verdicts: list[Verdict] = []
     for c in ordering(eligible) if ordering else eligible:
-        reason = f"{c.route.reach.value}; can do {c.capabilities.describe()}"
+        reason = (
+            f"{c.route.reach.value} ({c.route.reach_reason}); can do {c.capabilities.describe()}"
+        )
         if facts is not None and c.price is not None and c.route.prices is not None:
-            est = c.price.estimate(facts.prompt_tokens, facts.max_tokens or DEFAULT_REPLY_TOKENS)
+            est = c.price.estimate(facts.prompt_tokens, facts.reply_tokens or DEFAULT_REPLY_TOKENS)
             reason += f"; est. {Money(est, c.route.prices.currency)}"
         if ledger is not None and facts is not None:
-            verdict = perform(ledger.store, ledger.check(c.route, facts))
+            verdict = perform(ledger.store, ledger.check(c, facts))
             if isinstance(verdict, Skip):
                 verdicts.append(Verdict(c.name, None, verdict.check, verdict.reason))
                 continue

@@ -1,38 +1,43 @@
-"""Configuration files: a policy in YAML, TOML or a dict, and LiteLLM Router's `model_list`.
+"""Configuration files: a policy in YAML, TOML or a dict, or a LiteLLM proxy config.
 
 The schema is strict (pydantic, `extra="forbid"`): a typo is an error naming its place in
 the file, such as `groups.smart.routes[2].reach`, and the fix. A route may carry any
 LiteLLM keyword argument (`api_version`, `extra_headers`, ...), passed through as written;
 a key that is neither a route field nor a LiteLLM argument is refused. Secrets are given by
 reference, LiteLLM's way: `api_key: os.environ/OPENAI_API_KEY`. A literal key in a file is
-accepted with a warning, because files get committed.
+accepted with a warning, because files get committed. Money is read exactly from its
+written text (`cap: 5.00` in YAML or TOML); a float handed over in a dict is refused, since
+it cannot hold an amount exactly.
+
+A file with a top-level `model_list` (and no `groups`) is a LiteLLM proxy `config.yaml`,
+read by `litellm_config.py`.
 """
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import transport
 from .breaker import Breaker
 from .budget import Budget
 from .errors import ConfigError
+from .litellm_config import ENV_PREFIX, Loaded, is_proxy_config, proxy_config, secret
 from .observe import AttemptLog
 from .order import Order
 from .prices import PriceTable, _parse
 from .retry import Retry
 from .route import Route, _is_secret_name
 
-__all__ = ["load", "model_list_routes", "routes_and_policies"]
+__all__ = ["Loaded", "load", "routes_and_policies"]
 
-ENV_PREFIX = "os.environ/"
-_ROUTE_FIELDS = {"model", "name", "reach", "capabilities", "prices", "retry"}
+_ROUTE_FIELDS = {"model", "name", "reach", "capabilities", "prices", "retry", "output_limit"}
 
 
 class _Strict(BaseModel):
@@ -57,6 +62,7 @@ class RouteSpec(BaseModel):
     capabilities: dict[str, bool] | None = None
     prices: str | dict[str, Any] | None = None
     retry: RetrySpec | None = None
+    output_limit: int | None = None
 
     @model_validator(mode="after")
     def _known_kwargs(self) -> RouteSpec:
@@ -76,9 +82,20 @@ class GroupSpec(_Strict):
 
 
 class BudgetSpec(_Strict):
-    cap: str
+    cap: str | int | Decimal
     currency: str = "USD"
     unpriced: Literal["refuse", "allow"] = "refuse"
+    strict: bool = False
+
+    @field_validator("cap", mode="before")
+    @classmethod
+    def _exact(cls, value: Any) -> Any:
+        if isinstance(value, float):
+            raise ValueError(
+                f'{value!r} is a float, which cannot hold money exactly; write "{value}" as a '
+                "string (a YAML or TOML file is read exactly as written)"
+            )
+        return value
 
 
 class BreakerSpec(_Strict):
@@ -133,17 +150,6 @@ def _validation_error(error: ValidationError, source: str) -> ConfigError:
     return ConfigError(f"{source}: " + "; ".join(dict.fromkeys(lines)))
 
 
-def _secret(value: Any, where: str, missing: list[str]) -> Any:
-    """Resolve `os.environ/NAME`; record a missing variable rather than guess."""
-    if isinstance(value, str) and value.startswith(ENV_PREFIX):
-        name = value.removeprefix(ENV_PREFIX)
-        resolved = os.environ.get(name)
-        if resolved is None:
-            missing.append(f"{where}: environment variable {name} is not set")
-        return resolved
-    return value
-
-
 def _tables(spec: PolicySpec, base: Path) -> dict[str, PriceTable]:
     tables: dict[str, PriceTable] = {}
     for name, value in spec.price_tables.items():
@@ -162,13 +168,22 @@ def _table(value: str | dict[str, Any], base: Path, where: str) -> PriceTable:
     return PriceTable.load(path)
 
 
+def _at(place: str, build: Any, *args: Any, **kwargs: Any) -> Any:
+    """`build(*args, **kwargs)`, with a ConfigError's message prefixed by its place."""
+    try:
+        return build(*args, **kwargs)
+    except ConfigError as error:
+        raise ConfigError(f"{place}: {error}") from None
+
+
 def routes_and_policies(
     data: Mapping[str, Any], *, source: str = "config", base: Path | None = None
-) -> tuple[list[Route], dict[str, Any], list[str]]:
+) -> Loaded:
     """Parse a policy mapping into routes, Router keyword arguments and unresolved secrets.
 
-    Raises `ConfigError` for anything malformed. Environment variables that are not set
-    are returned as problems (the `check` command lists them; `Router.from_config` raises).
+    Raises `ConfigError` for anything malformed, naming its place. Environment variables
+    that are not set are returned as problems (the `check` command lists them;
+    `Router.from_config` raises).
     """
     try:
         spec = PolicySpec.model_validate(data)
@@ -184,7 +199,7 @@ def routes_and_policies(
         for i, r in enumerate(gspec.routes):
             where = f"groups.{group}.routes[{i}]"
             extra = {
-                key: _secret(value, f"{where}.{key}", missing)
+                key: secret(value, f"{where}.{key}", missing)
                 for key, value in (r.model_extra or {}).items()
             }
             for key, value in (r.model_extra or {}).items():
@@ -214,23 +229,34 @@ def routes_and_policies(
                         capabilities=r.capabilities,
                         prices=prices,
                         retry=Retry(**r.retry.model_dump()) if r.retry else None,
+                        output_limit=r.output_limit,
                         **{k: v for k, v in extra.items() if v is not None},
                     )
                 )
             except ConfigError as error:
                 raise ConfigError(f"{source}: {where}: {error}") from None
+    b = spec.budget
     policies: dict[str, Any] = {
         "name": spec.name,
         "order": orders,
-        "budget": Budget(spec.budget.cap, spec.budget.currency, unpriced=spec.budget.unpriced)
-        if spec.budget
+        "budget": _at(
+            f"{source}: budget.cap",
+            Budget,
+            b.cap,
+            b.currency,
+            unpriced=b.unpriced,
+            strict=b.strict,
+        )
+        if b
         else None,
-        "breaker": Breaker(**spec.breaker.model_dump()) if spec.breaker else None,
-        "retry": Retry(**spec.retry.model_dump()) if spec.retry else None,
+        "breaker": _at(f"{source}: breaker", Breaker, **spec.breaker.model_dump())
+        if spec.breaker
+        else None,
+        "retry": _at(f"{source}: retry", Retry, **spec.retry.model_dump()) if spec.retry else None,
         "deadline": spec.deadline,
     }
     if spec.store is not None:
-        url = _secret(spec.store.redis, "store.redis", missing)
+        url = secret(spec.store.redis, "store.redis", missing)
         if url == spec.store.redis and urlsplit(url).password:
             warnings.warn(
                 f"{source}: store.redis carries a literal password; write "
@@ -253,66 +279,30 @@ def routes_and_policies(
     if spec.observers is not None and spec.observers.attempt_log:
         log = Path(spec.observers.attempt_log)
         policies["observers"] = [AttemptLog(log if log.is_absolute() else base / log)]
-    return routes, policies, missing
+    return Loaded(routes, policies, missing)
 
 
-def load(config: str | Path | Mapping[str, Any]) -> tuple[list[Route], dict[str, Any], list[str]]:
-    """Read a policy from a YAML/TOML file or take a mapping; see `routes_and_policies`."""
-    if isinstance(config, Mapping):
-        return routes_and_policies(config)
-    path = Path(config)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read it ({error.strerror})") from None
-    data = _parse(text, path)
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{path}: a policy file is a mapping with groups: at the top")
-    return routes_and_policies(data, source=str(path), base=path.parent)
+def load(config: str | Path | Mapping[str, Any]) -> Loaded:
+    """Read a policy, or a LiteLLM proxy config, from a YAML/TOML file or take a mapping.
 
-
-_CAPABILITY_KEYS = {
-    "supports_function_calling": "tools",
-    "supports_vision": "images",
-    "supports_response_schema": "structured_output",
-    "supports_prompt_caching": "prompt_caching",
-    "supports_reasoning": "thinking",
-    "supports_native_streaming": "streaming",
-}
-
-
-def model_list_routes(model_list: Sequence[Mapping[str, Any]]) -> list[Route]:
-    """Routes from LiteLLM Router's own `model_list`.
-
-    `model_name` becomes the group, `litellm_params` the route's kwargs (with
-    `os.environ/NAME` resolved as LiteLLM does), and `model_info`'s `supports_*` flags its
-    capabilities; `model_info.reach` may declare `on_device` or `vendor`. Router-level
-    keys such as `rpm`, `tpm` and `order` are LiteLLM Router's own and are ignored.
+    See `routes_and_policies` and `litellm_config.proxy_config`.
     """
-    routes = []
-    for i, entry in enumerate(model_list):
-        where = f"model_list[{i}]"
-        if not isinstance(entry, Mapping) or "model_name" not in entry:
-            raise ConfigError(f"{where}: each entry needs model_name and litellm_params")
-        params = dict(entry.get("litellm_params") or {})
-        if "model" not in params:
-            raise ConfigError(f"{where}.litellm_params: model is missing")
-        for key in ("rpm", "tpm", "order", "weight", "max_parallel_requests"):
-            params.pop(key, None)
-        missing: list[str] = []
-        params = {k: _secret(v, f"{where}.litellm_params.{k}", missing) for k, v in params.items()}
-        info = dict(entry.get("model_info") or {})
-        capabilities = {
-            ours: bool(info[theirs]) for theirs, ours in _CAPABILITY_KEYS.items() if theirs in info
-        }
-        model = params.pop("model")
-        routes.append(
-            Route(
-                model,
-                group=str(entry["model_name"]),
-                reach=info.get("reach"),
-                capabilities=capabilities or None,
-                **{k: v for k, v in params.items() if v is not None},
+    if isinstance(config, Mapping):
+        data: Any = config
+        source, base = "config", None
+    else:
+        path = Path(config)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ConfigError(f"{path}: cannot read it ({error.strerror})") from None
+        data = _parse(text, path)
+        source, base = str(path), path.parent
+        if not isinstance(data, Mapping):
+            raise ConfigError(
+                f"{path}: a policy file is a mapping with groups: at the top (or, for a "
+                "LiteLLM proxy config, model_list:)"
             )
-        )
-    return routes
+    if is_proxy_config(data):
+        return proxy_config(data, source)
+    return routes_and_policies(data, source=source, base=base)

@@ -11,21 +11,47 @@ by no longer waiting on the worker that makes the call).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
+
+import httpx
 
 from .clock import Clock
 from .errors import ConfigError
 
-__all__ = ["Deadline", "check_seconds"]
+__all__ = ["Deadline", "check_seconds", "check_timeout"]
 
 
 def check_seconds(value: object, name: str) -> float | None:
-    """Validate a deadline or timeout given in seconds: None, or a number > 0."""
+    """Validate a deadline given in seconds: None, or a finite number > 0.
+
+    Infinity and NaN are refused by name: "no deadline" is written `None`, and the HTTP
+    stack underneath fails on both (`inf` overflows its clock).
+    """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"{name} must be a number of seconds > 0, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(
+            f"{name} must be a finite number of seconds > 0 (or None for no limit), "
+            f"got {value!r}"
+        )
     return float(value)
+
+
+def check_timeout(value: Any, name: str) -> float | httpx.Timeout | None:
+    """Validate a LiteLLM `timeout`: seconds as for `check_seconds`, or an `httpx.Timeout`
+    (as LiteLLM accepts), whose every set field must be seconds > 0."""
+    if isinstance(value, httpx.Timeout):
+        for part in ("connect", "read", "write", "pool"):
+            check_seconds(getattr(value, part), f"{name}.{part}")
+        return value
+    return check_seconds(value, name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,15 @@ PEP 678 notes. The tree below covers what the router decides on its own:
     ├── NoRouteError (LookupError)    no route could serve the request; nothing sent
     │   ├── OverBudgetError           every route that could serve was refused by the budget
     │   └── AllRestingError           every route that could serve is resting (transient)
-    ├── DeadlineExceededError (TimeoutError)   the request's deadline passed
+    ├── DeadlineExceededError         the request's deadline passed
+    │                                 (also a litellm.Timeout and a TimeoutError)
     ├── RefusedError                  a provider refused the work on content policy
+    │                                 (also a litellm.ContentPolicyViolationError)
     └── StoreUnavailableError (ConnectionError)   a shared store (Redis) cannot be reached
+
+The two with a LiteLLM twin are that twin too, so code written against LiteLLM
+(`except litellm.Timeout:`, `except litellm.ContentPolicyViolationError:`) still catches
+them after switching to the router.
 
 A request is never failed by `StoreUnavailableError`: the budget then refuses its routes
 ("budget store unreachable", an `OverBudgetError`) and health falls back to this process's
@@ -26,6 +32,10 @@ when the request never reached a decision).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+# LiteLLM's exception classes are its public error surface: subclassing two of them is what
+# lets existing `except litellm.X:` clauses keep working. Nothing here calls LiteLLM.
+import litellm.exceptions
 
 if TYPE_CHECKING:
     from .journey import Journey
@@ -87,24 +97,37 @@ class AllRestingError(NoRouteError):
         self.wakes_in = wakes_in
 
 
-class DeadlineExceededError(PolicyRouterError, TimeoutError):
+class DeadlineExceededError(PolicyRouterError, litellm.exceptions.Timeout, TimeoutError):
     """The request's deadline passed before any route answered.
 
-    `elapsed` is the time spent, in seconds, on the router's clock.
+    `elapsed` is the time spent, in seconds, on the router's clock. It is also LiteLLM's
+    `litellm.Timeout` (status 408) and Python's `TimeoutError`.
     """
 
     elapsed: float
 
-    def __init__(self, message: str, *, elapsed: float, journey: Journey | None = None) -> None:
-        super().__init__(message, journey=journey)
+    def __init__(
+        self, message: str, *, elapsed: float, journey: Journey | None = None, model: str = ""
+    ) -> None:
+        litellm.exceptions.Timeout.__init__(self, message, model=model, llm_provider="")
+        self.args = (message,)
+        self.journey = journey
         self.elapsed = elapsed
 
+    def __str__(self) -> str:
+        return str(self.args[0])
 
-class RefusedError(PolicyRouterError):
+    def __repr__(self) -> str:
+        return f"DeadlineExceededError({self.args[0]!r})"
+
+
+class RefusedError(PolicyRouterError, litellm.exceptions.ContentPolicyViolationError):
     """A provider refused the work on content policy; the router did not ask another.
 
     Asking the next model would be shopping a policy decision around. The provider's own
-    LiteLLM exception is `provider_error` (and the `__cause__`).
+    LiteLLM exception is `provider_error` (and the `__cause__`). It is also LiteLLM's
+    `litellm.ContentPolicyViolationError` (status 400), with the provider's `model` and
+    `llm_provider`.
     """
 
     provider_error: BaseException | None
@@ -116,8 +139,21 @@ class RefusedError(PolicyRouterError):
         provider_error: BaseException | None = None,
         journey: Journey | None = None,
     ) -> None:
-        super().__init__(message, journey=journey)
+        litellm.exceptions.ContentPolicyViolationError.__init__(
+            self,
+            message,
+            model=str(getattr(provider_error, "model", "") or ""),
+            llm_provider=str(getattr(provider_error, "llm_provider", "") or ""),
+        )
+        self.args = (message,)
+        self.journey = journey
         self.provider_error = provider_error
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __repr__(self) -> str:
+        return f"RefusedError({self.args[0]!r})"
 
 
 class StoreUnavailableError(PolicyRouterError, ConnectionError):

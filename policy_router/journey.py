@@ -29,6 +29,8 @@ class Check(StrEnum):
     BREAKER = "breaker"
     BUDGET = "budget"
     DEADLINE = "deadline"
+    SEND = "send"
+    """The request could not leave this process for this route (not a provider fault)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,8 @@ class Skip:
     detail: Mapping[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
+        if self.check is Check.SEND:
+            return f"not sent to {self.route} ({self.reason})"
         return f"skipped {self.route} ({self.reason})"
 
 
@@ -53,8 +57,10 @@ class Attempt:
     seconds on the router's clock; `wait` is the pause taken before this attempt (a retry).
     `then` says what the router did next: "returned", "next route", "retry", "stopped".
     For a stream (`streamed`), `elapsed` is the time to its first chunk. `usage` is what the
-    provider billed, when it said; `group` and `journey_id` tie the attempt to its request
-    (they are context, left out of equality).
+    provider billed, when it said; `cost` is what the budget charged for the attempt (its
+    reservation when no usage came: a cut stream, a cancelled call), so a journey's costs
+    add up to what `spending()` counts. `group` and `journey_id` tie the attempt to its
+    request (they are context, left out of equality).
     """
 
     route: str
@@ -78,6 +84,8 @@ class Attempt:
         if self.ok:
             text = f"{self.route} answered in {self.elapsed:.2f} s"
             text += f" for {self.cost}" if self.cost is not None else ""
+            if self.cost is not None and self.usage is None:
+                text += " (its reservation: no usage was reported)"
         else:
             status = f"{self.status} " if self.status else ""
             why = f": {_short(self.error)}" if self.error else ""
@@ -93,7 +101,7 @@ def _short(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Journey:
     """One request's journey through a group: skips and attempts, in order.
 
@@ -142,6 +150,15 @@ class Journey:
             tail = f"no answer after {sent} request{'s' * (sent != 1)}"
         return f"{head}: {body}. {tail.capitalize()} in {self.elapsed:.2f} s."
 
+    def __repr__(self) -> str:
+        sent = len(self.attempts)
+        outcome = f"answered by {self.answered_by}" if self.answered_by else "no answer"
+        skipped = len(self.skips)
+        return (
+            f"<Journey {self.group!r}: {outcome} after {sent} request{'s' * (sent != 1)}, "
+            f"{skipped} skipped, {self.elapsed:.2f} s>"
+        )
+
     def _repr_html_(self) -> str:
         rows = "".join(_html_row(s) for s in self.steps)
         return (
@@ -166,7 +183,7 @@ def _html(text: str) -> str:
 R = TypeVar("R")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Routed(Generic[R]):
     """A response together with the route that produced it and the request's journey."""
 
@@ -191,6 +208,10 @@ class Routed(Generic[R]):
     def __str__(self) -> str:
         return str(self.journey)
 
+    def __repr__(self) -> str:
+        cost = f", cost={self.cost}" if self.cost is not None else ""
+        return f"<Routed by {self.route.name!r} after {self.attempts} requests{cost}>"
+
     def _repr_html_(self) -> str:
         return self.journey._repr_html_()
 
@@ -209,7 +230,7 @@ class Verdict:
         return self.position is not None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Explanation:
     """The verdict for every route of a group, computed without sending anything."""
 
@@ -224,6 +245,12 @@ class Explanation:
             verdict = f"try #{v.position}" if v.would_try else f"skip ({v.check})"
             lines.append(f"  {v.route:<{width}}  {verdict:<22} {v.reason}")
         return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        tried = [v.route for v in self.verdicts if v.would_try]
+        skipped = len(self.verdicts) - len(tried)
+        order = ", ".join(tried) or "nothing"
+        return f"<Explanation {self.group!r}: would try {order}; {skipped} skipped>"
 
     def _repr_html_(self) -> str:
         rows = "".join(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .budget import RequestFacts
+from .bounds import RequestFacts
 from .store import Health
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def estimate(candidate: Candidate, facts: RequestFacts) -> int | None:
     price = candidate.price
     if price is None:
         return None
-    return price.estimate(facts.prompt_tokens, facts.max_tokens or DEFAULT_REPLY_TOKENS)
+    return price.estimate(facts.prompt_tokens, facts.reply_tokens or DEFAULT_REPLY_TOKENS)
 
 
 def cheapest(candidates: Sequence[Candidate], facts: RequestFacts) -> list[Candidate]:

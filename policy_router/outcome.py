@@ -44,9 +44,19 @@ class FaultKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """A classified failure: its kind, the HTTP status if any, the text, and Retry-After."""
+    """A classified failure: its kind, the HTTP status if any, the text, and Retry-After.
+
+    `sent` is False when the request never left this process: it failed while being built
+    or encoded (a lone surrogate, a non-string content, a bad timeout), on LiteLLM's own
+    parameter checks, or for want of a credential. Such a failure is no attempt and tells
+    the breaker nothing: it says nothing about the provider. `local` names the Python error
+    underneath when LiteLLM dressed one up as a provider error (a 500 "InternalServerError"
+    around a `UnicodeEncodeError`), so the router can raise it for what it is.
+    """
 
     kind: FaultKind
     status: int | None = None
     message: str = ""
     retry_after: float | None = None
+    sent: bool = True
+    local: str | None = None

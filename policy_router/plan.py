@@ -25,6 +25,7 @@ from .checks import Candidate, Ordering, explain, sift, static_skip
 from .clock import Clock
 from .errors import (
     AllRestingError,
+    ConfigError,
     DeadlineExceededError,
     NoRouteError,
     OverBudgetError,
@@ -174,7 +175,7 @@ class Plan:
                     continue
             held = None
             if self._ledger is not None and self._facts is not None:
-                admitted = yield from self._ledger.admit(candidate.route, self._facts)
+                admitted = yield from self._ledger.admit(candidate, self._facts)
                 if isinstance(admitted, Skip):
                     if self._health is not None:
                         yield from self._health.release(name)
@@ -243,9 +244,29 @@ class Plan:
                 break
 
     def failed(self, send: Send, fault: Fault) -> Steps[None]:
-        """The route failed with `fault` before answering: release, and decide what next."""
+        """The route failed with `fault` before answering: release, and decide what next.
+
+        A fault that never left this process (`fault.sent` is False) is no attempt: it is
+        recorded as "not sent", the breaker is not told, and the request stops when the
+        fault is about the request (every route would fail alike) or moves on when it is
+        about the route (a missing key).
+        """
         yield from self._release(send)
         self._last_fault = fault
+        if not fault.sent:
+            if self._health is not None:
+                yield from self._health.release(send.route.name)
+            self._record(
+                Skip(
+                    send.route.name,
+                    Check.SEND,
+                    send.route.redact(fault.message),
+                    {"about": fault.kind.about},
+                )
+            )
+            if not fault.kind.falls_through:
+                self._stop = fault
+            return
         then = self._after(send, fault)
         self._record(self._failure(send, fault, then))
         yield from self._fault_seen(send, fault)
@@ -370,8 +391,11 @@ class Plan:
         return False
 
     def _settle(self, send: Send, usage: Usage | None) -> Steps[Money | None]:
+        """Settle the attempt; what it was charged (its reservation when no usage came, so
+        the journey's costs add up to what the budget says was spent)."""
         if send.held is not None and self._ledger is not None:
-            return (yield from self._ledger.settle(send.held, usage))
+            charged, _ = yield from self._ledger.settle(send.held, usage)
+            return charged
         price, table = send.candidate.price, send.route.prices
         if price is None or usage is None or table is None:
             return None
@@ -406,6 +430,21 @@ class Plan:
         `NoRouteError`, naming what each route lacked.
         """
         journey = self.journey
+        stop = self._stop
+        if stop is not None and not stop.sent and last is not None:
+            if stop.local is None:
+                # LiteLLM's own check refused the call (UnsupportedParamsError): its class
+                # is what a LiteLLM caller catches.
+                last.journey = journey  # type: ignore[attr-defined]
+                last.add_note(f"policy_router: {journey}")
+                return last
+            not_sent = ConfigError(
+                f"the request was not sent: {stop.local}. Nothing reached a provider and no "
+                f"route's health changed; fix the call's arguments. {journey}",
+                journey=journey,
+            )
+            not_sent.__cause__ = last
+            return not_sent
         if self.expired and self._answered is None and self.deadline is not None:
             elapsed = self.deadline.elapsed()
             error = DeadlineExceededError(

@@ -1,7 +1,9 @@
 """Preflight: can each route be used at all, asked before a real request needs it?
 
-A route is Ready, Denied (with why: a missing key, a 401/403/404 on the live check) or
-Unknown (with why: the check itself could not tell, e.g. the provider was unreachable).
+A route is Ready, Denied (with why: a credential surely missing, a 401/403/404 on the live
+check) or Unknown (with why: the check could not tell, e.g. the provider was unreachable,
+or a credential is missing from the environment but the provider's SDK looks elsewhere
+too). "Denied" is said only when certain.
 `problems` is the configuration check behind `router.check()` and `policy-router check`.
 """
 
@@ -22,10 +24,15 @@ __all__ = ["Verdict", "preflight_route", "problems"]
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """A route's preflight verdict: state is "ready", "denied" or "unknown"."""
+    """A route's preflight verdict: state is "ready", "denied" or "unknown".
+
+    `live` is True when the verdict came from a real request to the provider; only such a
+    verdict rests a route under a breaker.
+    """
 
     state: str
     why: str = ""
+    live: bool = False
 
     def __str__(self) -> str:
         return self.state if not self.why else f"{self.state}: {self.why}"
@@ -33,16 +40,20 @@ class Verdict:
 
 def preflight_route(route: Route, live: bool) -> Verdict:
     """Check credentials (LiteLLM's environment validation), then optionally one live call."""
-    missing = transport.missing_credentials(route)
-    if missing:
+    missing, unsure = transport.missing_credentials(route)
+    if missing and not unsure:
         return Verdict("denied", f"missing credentials: {', '.join(missing)}")
     if not live:
+        if missing:
+            return Verdict("unknown", f"not in the environment: {', '.join(missing)}; {unsure}")
         return Verdict("ready")
     fault = transport.ping(route)
     if fault is None:
-        return Verdict("ready")
+        return Verdict("ready", live=True)
     why = route.redact(f"{fault.status or ''} {fault.message}".strip())
-    return Verdict("denied" if fault.kind.about == "route" else "unknown", why)
+    if not fault.sent:
+        return Verdict("denied" if fault.kind.about == "route" else "unknown", why)
+    return Verdict("denied" if fault.kind.about == "route" else "unknown", why, live=True)
 
 
 def problems(
@@ -63,8 +74,8 @@ def problems(
         except StoreUnavailableError as error:
             found.append(f"store: {error}; until it answers, every call under a budget is refused")
     for r in routes:
-        missing = transport.missing_credentials(r)
-        if missing:
+        missing, unsure = transport.missing_credentials(r)
+        if missing and not unsure:
             found.append(f"{r.name}: missing credentials: {', '.join(missing)}")
         if budget is None:
             continue

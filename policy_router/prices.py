@@ -11,6 +11,7 @@ used to choose or refuse a route silently (`router.check()` reports stale tables
 from __future__ import annotations
 
 import datetime as dt
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -114,8 +115,9 @@ class Money:
 class Usage:
     """Tokens a provider billed for one call. Cache and reasoning counts are subsets.
 
-    `cache_read` and `cache_write` are part of `prompt`; `reasoning` is part of
-    `completion`, as in OpenAI's usage and LiteLLM's normalised usage.
+    `cache_read` and `cache_write` are part of `prompt`, and `cache_write_1h` is the part of
+    `cache_write` written to a one-hour cache; `reasoning` is part of `completion`, as in
+    OpenAI's usage and LiteLLM's normalised usage.
     """
 
     prompt: int
@@ -123,53 +125,54 @@ class Usage:
     cache_read: int = 0
     cache_write: int = 0
     reasoning: int = 0
+    cache_write_1h: int = 0
 
 
-_ROW_KEYS = (
+# The rate fields of a row, in the file format's order.
+RATES = (
     "input",
     "output",
     "cache_read",
     "cache_write",
+    "cache_write_1h",
     "reasoning",
-    "long_above",
     "long_input",
     "long_output",
-    "as_of",
-    "source",
+    "long_cache_read",
+    "long_cache_write",
+    "long_cache_write_1h",
 )
+_ROW_KEYS = (*RATES, "long_above", "as_of", "source")
+_LONG = ("long_input", "long_output", "long_cache_read", "long_cache_write", "long_cache_write_1h")
 
 
 class Price:
     """One model's rates, in micro-units of the table's currency per million tokens.
 
     `Price(input="0.15", output="0.60", cache_read="0.075")`. Optional rates: `cache_read`
-    (cached prompt tokens), `cache_write` (tokens written to a prompt cache), `reasoning`
-    (reasoning tokens, when billed apart from output), and a long-context tier:
-    prompts over `long_above` tokens are billed at `long_input`/`long_output`. A missing
-    cache or reasoning rate falls back to the input or output rate.
+    (cached prompt tokens), `cache_write` (tokens written to a prompt cache; five minutes at
+    Anthropic), `cache_write_1h` (written to a one-hour cache), `reasoning` (reasoning
+    tokens, when billed apart from output), and a long-context tier: a prompt over
+    `long_above` tokens is billed at the `long_*` rates (`long_input`, `long_output`,
+    `long_cache_read`, `long_cache_write`, `long_cache_write_1h`). A missing rate falls back
+    to the one it refines: a cache rate to input, reasoning to output, a long rate to its
+    short twin. `as_of` and `source` may override the table's for this row.
     """
 
-    __slots__ = (
-        "as_of",
-        "cache_read",
-        "cache_write",
-        "input",
-        "long_above",
-        "long_input",
-        "long_output",
-        "output",
-        "reasoning",
-        "source",
-    )
+    __slots__ = (*RATES, "as_of", "long_above", "source")
 
     input: int
     output: int
     cache_read: int | None
     cache_write: int | None
+    cache_write_1h: int | None
     reasoning: int | None
     long_above: int | None
     long_input: int | None
     long_output: int | None
+    long_cache_read: int | None
+    long_cache_write: int | None
+    long_cache_write_1h: int | None
     as_of: dt.date | None
     source: str | None
 
@@ -180,38 +183,33 @@ class Price:
         *,
         cache_read: str | int | Decimal | None = None,
         cache_write: str | int | Decimal | None = None,
+        cache_write_1h: str | int | Decimal | None = None,
         reasoning: str | int | Decimal | None = None,
         long_above: int | None = None,
         long_input: str | int | Decimal | None = None,
         long_output: str | int | Decimal | None = None,
+        long_cache_read: str | int | Decimal | None = None,
+        long_cache_write: str | int | Decimal | None = None,
+        long_cache_write_1h: str | int | Decimal | None = None,
         as_of: dt.date | str | None = None,
         source: str | None = None,
         where: str = "Price",
     ) -> None:
-        def rate(name: str, value: object) -> int | None:
-            return None if value is None else _micros(value, f"{where}.{name}")
-
+        given = locals()
         set_ = object.__setattr__
         set_(self, "input", _micros(input, f"{where}.input"))
         set_(self, "output", _micros(output, f"{where}.output"))
-        for name, value in (
-            ("cache_read", cache_read),
-            ("cache_write", cache_write),
-            ("reasoning", reasoning),
-            ("long_input", long_input),
-            ("long_output", long_output),
-        ):
-            set_(self, name, rate(name, value))
+        for name in RATES[2:]:
+            value = given[name]
+            set_(self, name, None if value is None else _micros(value, f"{where}.{name}"))
         if long_above is not None and (
             isinstance(long_above, bool) or not isinstance(long_above, int) or long_above <= 0
         ):
             raise ConfigError(
                 f"{where}.long_above must be a positive token count, got {long_above!r}"
             )
-        if long_above is None and (long_input is not None or long_output is not None):
-            raise ConfigError(
-                f"{where}: long_input/long_output need long_above (the token threshold)"
-            )
+        if long_above is None and any(given[name] is not None for name in _LONG):
+            raise ConfigError(f"{where}: the long_* rates need long_above (the token threshold)")
         set_(self, "long_above", long_above)
         set_(self, "as_of", None if as_of is None else _date(as_of, f"{where}.as_of"))
         if source is not None and not isinstance(source, str):
@@ -229,48 +227,126 @@ class Price:
     def __hash__(self) -> int:
         return hash(tuple(getattr(self, k) for k in self.__slots__))
 
-    def _rates(self, prompt_tokens: int) -> tuple[int, int]:
-        if self.long_above is not None and prompt_tokens > self.long_above:
-            return self.long_input or self.input, self.long_output or self.output
-        return self.input, self.output
+    def rates(self) -> dict[str, int]:
+        """Every rate the row sets, by field name, in micro-units per million tokens."""
+        return {k: v for k in RATES if (v := getattr(self, k)) is not None}
+
+    def _tier(self, prompt_tokens: int) -> tuple[int, int, int, int, int, int]:
+        """input, output, cache read, cache write, 1-hour cache write, reasoning rates for a
+        prompt of this size."""
+        long = self.long_above is not None and prompt_tokens > self.long_above
+
+        def pick(short: int | None, long_rate: int | None) -> int | None:
+            return long_rate if long and long_rate is not None else short
+
+        inp = pick(self.input, self.long_input) or 0
+        out = pick(self.output, self.long_output) or 0
+        read = pick(self.cache_read, self.long_cache_read)
+        write = pick(self.cache_write, self.long_cache_write)
+        write_1h = pick(self.cache_write_1h, self.long_cache_write_1h)
+        read = inp if read is None else read
+        write = inp if write is None else write
+        write_1h = write if write_1h is None else write_1h
+        return inp, out, read, write, write_1h, self.reasoning if self.reasoning is not None else out
 
     def cost(self, usage: Usage) -> int:
         """What `usage` costs, in micro-units, rounded up."""
-        in_rate, out_rate = self._rates(usage.prompt)
+        inp, out, read, write, write_1h, reasoning_rate = self._tier(usage.prompt)
         cached = min(max(usage.cache_read, 0), usage.prompt)
         written = min(max(usage.cache_write, 0), usage.prompt - cached)
+        written_1h = min(max(usage.cache_write_1h, 0), written)
         plain = usage.prompt - cached - written
         reasoning = min(max(usage.reasoning, 0), usage.completion)
         numerator = (
-            plain * in_rate
-            + cached * (self.cache_read if self.cache_read is not None else in_rate)
-            + written * (self.cache_write if self.cache_write is not None else in_rate)
-            + reasoning * (self.reasoning if self.reasoning is not None else out_rate)
-            + (usage.completion - reasoning) * out_rate
+            plain * inp
+            + cached * read
+            + (written - written_1h) * write
+            + written_1h * write_1h
+            + reasoning * reasoning_rate
+            + (usage.completion - reasoning) * out
         )
         return _ceil_div(numerator, MICROS)
 
     def estimate(self, prompt_tokens: int, reply_tokens: int) -> int:
         """A plain estimate: prompt at the input rate, reply at the output rate (micros)."""
-        in_rate, out_rate = self._rates(prompt_tokens)
-        return _ceil_div(prompt_tokens * in_rate + reply_tokens * out_rate, MICROS)
+        inp, out, *_ = self._tier(prompt_tokens)
+        return _ceil_div(prompt_tokens * inp + reply_tokens * out, MICROS)
 
     def worst_case(self, prompt_bound: int, reply_bound: int) -> int:
         """The most a call can be billed, given bounds on its prompt and reply tokens.
 
-        Every prompt token is priced at the highest rate a prompt token can have (input,
-        cache read or write, or the long-context tier) and every reply token at the highest a reply
-        token can have (output, reasoning, long-context output).
+        Every prompt token is priced at the highest rate any prompt token can have (input,
+        cache read, either cache write, in either tier) and every reply token at the highest
+        a reply token can have (output, reasoning, in either tier), so no bill `cost` can
+        compute for such a call exceeds it.
         """
-        in_rate = max(self.input, self.cache_read or 0, self.cache_write or 0, self.long_input or 0)
-        out_rate = max(self.output, self.reasoning or 0, self.long_output or 0)
+        short = self._tier(0)
+        long = self._tier(self.long_above + 1) if self.long_above is not None else short
+        in_rate = max(*short[:1], *short[2:5], *long[:1], *long[2:5])
+        out_rate = max(short[1], short[5], long[1], long[5])
         return _ceil_div(prompt_bound * in_rate + reply_bound * out_rate, MICROS)
 
     def __repr__(self) -> str:
-        def d(v: int | None) -> str:
-            return "-" if v is None else str(Decimal(v) / MICROS)
+        shown = ", ".join(f"{k}={Decimal(v) / MICROS}" for k, v in self.rates().items())
+        tier = f", long_above={self.long_above}" if self.long_above is not None else ""
+        return f"Price({shown}{tier})"
 
-        return f"Price(input={d(self.input)}, output={d(self.output)}, cache_read={d(self.cache_read)})"
+    @classmethod
+    def from_litellm(cls, entry: Mapping[str, Any], where: str = "litellm") -> Price:
+        """A row from LiteLLM's cost fields (`input_cost_per_token`, ...: per-token floats,
+        as in `litellm.model_cost` and a model_list's `model_info`), exactly.
+
+        A long-context tier (`..._above_200k_tokens`) keeps its threshold; where a model
+        has several tiers, the lowest threshold carries the highest rates of all of them,
+        so the row never bills below LiteLLM's. Raises `ConfigError` without input and
+        output rates.
+        """
+        rates: dict[str, Any] = {}
+        for theirs, ours in _LITELLM_FIELDS.items():
+            if entry.get(theirs) is not None:
+                rates[ours] = _per_million(entry[theirs], f"{where}.{theirs}")
+        tiers: dict[int, dict[str, str]] = {}
+        for key, value in entry.items():
+            match = _LITELLM_TIER.match(str(key))
+            if match and value is not None and match["field"] in _LITELLM_LONG:
+                tier = tiers.setdefault(int(match["k"]) * 1000, {})
+                tier[_LITELLM_LONG[match["field"]]] = _per_million(value, f"{where}.{key}")
+        if tiers:
+            rates["long_above"] = min(tiers)
+            for tier in tiers.values():
+                for name, rate in tier.items():
+                    if name not in rates or Decimal(rate) > Decimal(rates[name]):
+                        rates[name] = rate
+        if "input" not in rates or "output" not in rates:
+            raise ConfigError(f"{where}: no input_cost_per_token and output_cost_per_token")
+        return cls(where=where, **rates)
+
+
+_LITELLM_FIELDS = {
+    "input_cost_per_token": "input",
+    "output_cost_per_token": "output",
+    "cache_read_input_token_cost": "cache_read",
+    "cache_creation_input_token_cost": "cache_write",
+    "cache_creation_input_token_cost_above_1hr": "cache_write_1h",
+    "output_cost_per_reasoning_token": "reasoning",
+}
+_LITELLM_LONG = {
+    "input_cost_per_token": "long_input",
+    "output_cost_per_token": "long_output",
+    "cache_read_input_token_cost": "long_cache_read",
+    "cache_creation_input_token_cost": "long_cache_write",
+    "cache_creation_input_token_cost_above_1hr": "long_cache_write_1h",
+}
+_LITELLM_TIER = re.compile(r"^(?P<field>[a-z_]+?(?:_above_1hr)?)_above_(?P<k>\d+)k_tokens$")
+
+
+def _per_million(per_token: object, where: str) -> str:
+    """LiteLLM's per-token float as an exact per-million decimal string."""
+    if isinstance(per_token, bool) or not isinstance(per_token, int | float | str | Decimal):
+        raise ConfigError(f"{where} must be a cost per token, got {per_token!r}")
+    # repr() of a float is the shortest decimal that round-trips: no binary noise.
+    value = Decimal(repr(per_token) if isinstance(per_token, float) else str(per_token))
+    return str((value * MICROS).quantize(Decimal("0.000001")).normalize())
 
 
 def _date(value: object, where: str) -> dt.date:
@@ -392,18 +468,10 @@ class PriceTable:
         """
         from . import transport
 
-        rows: dict[str, Price] = {}
-        found = transport.cost_map_rows(list(models))
-        for model, entry in found.items():
-            rates = {k: _per_million(v) for k, v in entry.items()}
-            rows[model] = Price(
-                rates.pop("input"),
-                rates.pop("output"),
-                cache_read=rates.get("cache_read"),
-                cache_write=rates.get("cache_write"),
-                reasoning=rates.get("reasoning"),
-                where=f"litellm cost map: {model}",
-            )
+        rows = {
+            model: Price.from_litellm(entry, f"litellm cost map: {model}")
+            for model, entry in transport.cost_map_rows(list(models)).items()
+        }
         return cls(
             currency,
             as_of,
@@ -419,16 +487,11 @@ class PriceTable:
         )
 
 
-def _per_million(per_token: float) -> str:
-    # repr() of a float is the shortest decimal that round-trips: no binary noise.
-    value = Decimal(repr(per_token)) * MICROS
-    return str(value.quantize(Decimal("0.000001")).normalize())
-
-
 def _parse(text: str, path: Path) -> Any:
     if path.suffix == ".toml":
         try:
-            return tomllib.loads(text)
+            # Numbers with a point are read exactly from their written text: `cap = 5.00`.
+            return tomllib.loads(text, parse_float=Decimal)
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{path}: not valid TOML ({error})") from None
     if path.suffix in (".yaml", ".yml"):
@@ -454,7 +517,15 @@ def load_yaml(text: str, path: Path | str) -> Any:
             out[key] = loader.construct_object(value_node, deep=True)
         return out
 
+    def exact(loader: _Strict, node: yaml.ScalarNode) -> Decimal:
+        # A number with a point is read from its written text (`cap: 5.00` is 5.00, not a
+        # binary float): money stays exact; other fields take it as a number all the same.
+        text = str(loader.construct_scalar(node)).replace("_", "").lower()
+        special = {".inf": "Infinity", "+.inf": "Infinity", "-.inf": "-Infinity", ".nan": "NaN"}
+        return Decimal(special.get(text, text))
+
     _Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    _Strict.add_constructor("tag:yaml.org,2002:float", exact)
     try:
         return yaml.load(text, Loader=_Strict)
     except yaml.YAMLError as error:

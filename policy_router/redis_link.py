@@ -59,11 +59,14 @@ class Link:
 
         self.url = url
         self.options = options
-        # One retry covers a pooled connection that went stale while Redis restarted; more
-        # would hold a call for longer than `timeout` when Redis is really gone.
+        # One retry, on a broken connection only: it covers a pooled connection that went
+        # stale while Redis restarted. A timeout is never retried, so the store's `timeout`
+        # is the longest one command waits (redis-py's default retries timeouts too, which
+        # doubled it). Every write is idempotent by id, so a retried one that had in fact
+        # run changes nothing.
         self.client = redis.Redis(
             connection_pool=redis.BlockingConnectionPool.from_url(
-                url, retry=Retry(NoBackoff(), 1), **options
+                url, retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)), **options
             )
         )
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
@@ -88,6 +91,7 @@ class Link:
         atexit.register(self.flush_at_exit)
 
     def aclient(self) -> Any:
+        import redis
         import redis.asyncio
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
@@ -97,7 +101,9 @@ class Link:
         if client is None:
             client = redis.asyncio.Redis(
                 connection_pool=redis.asyncio.BlockingConnectionPool.from_url(
-                    self.url, retry=Retry(NoBackoff(), 1), **self.options
+                    self.url,
+                    retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+                    **self.options,
                 )
             )
             self._aclients[loop] = client

@@ -48,16 +48,62 @@ _Client = Any
 
 __all__ = ["RedisStore"]
 
-# Checks the cap and reserves in one step; a missing field counts as 0.
+# The budget's keys: KEYS[1] its account (a hash of spent, reserved, calls, ...), KEYS[2]
+# its holds (reservation id -> amount), KEYS[3] the id's "done" marker, which outlives the
+# hold by `_DONE_TTL` seconds so that a write repeated after a lost reply changes nothing.
+
+# Checks the cap and holds the amount under the id, in one step; an id already held is
+# held, and an id already settled or released is refused (its reserve arrived late).
 _RESERVE = """
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 1 end
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 local v = redis.call('HMGET', KEYS[1], 'spent', 'reserved')
-local amount = tonumber(ARGV[1])
-if ARGV[2] ~= '' and tonumber(v[1] or '0') + tonumber(v[2] or '0') + amount > tonumber(ARGV[2]) then
+local amount = tonumber(ARGV[2])
+if ARGV[3] ~= '' and tonumber(v[1] or '0') + tonumber(v[2] or '0') + amount > tonumber(ARGV[3]) then
   return 0
 end
+redis.call('HSET', KEYS[2], ARGV[1], amount)
 redis.call('HINCRBY', KEYS[1], 'reserved', amount)
 return 1
 """
+
+# Replaces the hold by the call's cost and counts the call, once per id. An id never held
+# (an unpriced call, or a hold dropped by drop_reservations) is counted with nothing to free.
+_SETTLE = """
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+redis.call('SET', KEYS[3], '1', 'EX', ARGV[5])
+local held = redis.call('HGET', KEYS[2], ARGV[1])
+if held then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('HINCRBY', KEYS[1], 'reserved', -tonumber(held))
+end
+redis.call('HINCRBY', KEYS[1], 'spent', ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'calls', 1)
+if ARGV[3] == '1' then redis.call('HINCRBY', KEYS[1], 'unmeasured', 1) end
+if ARGV[4] == '1' then redis.call('HINCRBY', KEYS[1], 'unbounded', 1) end
+return 1
+"""
+
+# Gives the hold back, once; marks the id done even when it is not held yet, so a reserve
+# still on its way (sent before its reply was lost) is refused when it arrives.
+_RELEASE = """
+redis.call('SET', KEYS[3], '1', 'EX', ARGV[2])
+local held = redis.call('HGET', KEYS[2], ARGV[1])
+if held then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('HINCRBY', KEYS[1], 'reserved', -tonumber(held))
+end
+return 1
+"""
+
+_SPEND_STATE = """
+local v = redis.call('HMGET', KEYS[1], 'spent', 'reserved', 'calls', 'unmeasured', 'unbounded')
+table.insert(v, redis.call('HLEN', KEYS[2]))
+return v
+"""
+
+# A done marker outlives any reply that could still be on its way.
+_DONE_TTL = 86400
 
 # A record and the server's clock in one round trip.
 _READ = """
@@ -82,17 +128,6 @@ end
 return out
 """
 
-# Replaces a reservation by the call's cost and counts the call, in one command.
-_SETTLE = """
-redis.call('HINCRBY', KEYS[1], 'spent', ARGV[1])
-redis.call('HINCRBY', KEYS[1], 'reserved', -tonumber(ARGV[2]))
-redis.call('HINCRBY', KEYS[1], 'calls', 1)
-if ARGV[3] == '1' then redis.call('HINCRBY', KEYS[1], 'unmeasured', 1) end
-if ARGV[4] == '1' then redis.call('HINCRBY', KEYS[1], 'unbounded', 1) end
-return 1
-"""
-
-_SPEND_FIELDS = ("spent", "reserved", "calls", "unmeasured", "unbounded")
 
 
 def _spend(values: list[Any]) -> SpendState:
@@ -206,51 +241,57 @@ class RedisStore:
 
     # -- budget ----------------------------------------------------------------------------
     # Each operation is written once as the commands it sends; the sync method runs them on
-    # the sync client, its `a`-twin awaits them on the event loop's async client.
-    def _reserve(self, budget: str, amount: int, cap: int | None) -> tuple[Any, ...]:
-        return (_RESERVE, 1, self._budget_key(budget), amount, "" if cap is None else str(cap))
+    # the sync client, its `a`-twin awaits them on the event loop's async client. Every
+    # write is one idempotent script keyed by the reservation's id (see the scripts above).
+    def _keys(self, budget: str, hold: str) -> tuple[Any, ...]:
+        key = self._budget_key(budget)
+        return (3, key, f"{key}:holds", f"{key}:done:{hold}")
 
-    def _settle(
-        self, budget: str, reserved: int, cost: int, measured: bool, bounded: bool
-    ) -> Write:
-        args = (cost, reserved, int(not measured), int(not bounded))
-        return [("eval", (_SETTLE, 1, self._budget_key(budget), *args))]
+    def _reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> tuple[Any, ...]:
+        cap_arg = "" if cap is None else str(cap)
+        return (_RESERVE, *self._keys(budget, hold), hold, amount, cap_arg)
 
-    def _release(self, budget: str, reserved: int) -> Write:
-        return [("hincrby", (self._budget_key(budget), "reserved", -reserved))]
+    def _settle(self, budget: str, hold: str, cost: int, measured: bool, bounded: bool) -> Write:
+        args = (hold, cost, int(not measured), int(not bounded), _DONE_TTL)
+        return [("eval", (_SETTLE, *self._keys(budget, hold), *args))]
 
-    def reserve(self, budget: str, amount: int, cap: int | None) -> bool:
-        script = self._reserve(budget, amount, cap)
+    def _release(self, budget: str, hold: str) -> Write:
+        return [("eval", (_RELEASE, *self._keys(budget, hold), hold, _DONE_TTL))]
+
+    def reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
+        script = self._reserve(budget, hold, amount, cap)
         return bool(self._link.run(lambda r: r.eval(*script)))
 
-    async def areserve(self, budget: str, amount: int, cap: int | None) -> bool:
-        script = self._reserve(budget, amount, cap)
+    async def areserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
+        script = self._reserve(budget, hold, amount, cap)
         return bool(await self._link.arun(lambda r: r.eval(*script)))
 
-    def settle(
-        self, budget: str, reserved: int, cost: int, *, measured: bool, bounded: bool
-    ) -> None:
-        self._link.write(self._settle(budget, reserved, cost, measured, bounded))
+    def settle(self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
+        self._link.write(self._settle(budget, hold, cost, measured, bounded))
 
     async def asettle(
-        self, budget: str, reserved: int, cost: int, *, measured: bool, bounded: bool
+        self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool
     ) -> None:
-        await self._link.awrite(self._settle(budget, reserved, cost, measured, bounded))
+        await self._link.awrite(self._settle(budget, hold, cost, measured, bounded))
 
-    def release(self, budget: str, reserved: int) -> None:
-        self._link.write(self._release(budget, reserved))
+    def release(self, budget: str, hold: str) -> None:
+        self._link.write(self._release(budget, hold))
 
-    async def arelease(self, budget: str, reserved: int) -> None:
-        await self._link.awrite(self._release(budget, reserved))
+    async def arelease(self, budget: str, hold: str) -> None:
+        await self._link.awrite(self._release(budget, hold))
+
+    def _spend_state(self, budget: str) -> tuple[Any, ...]:
+        key = self._budget_key(budget)
+        return (_SPEND_STATE, 2, key, f"{key}:holds")
 
     def spend_state(self, budget: str) -> SpendState:
         """The budget's state; raises StoreUnavailableError when Redis cannot be reached."""
-        key = self._budget_key(budget)
-        return _spend(self._link.run(lambda r: r.hmget(key, _SPEND_FIELDS)))
+        script = self._spend_state(budget)
+        return _spend(self._link.run(lambda r: r.eval(*script)))
 
     async def aspend_state(self, budget: str) -> SpendState:
-        key = self._budget_key(budget)
-        return _spend(await self._link.arun(lambda r: r.hmget(key, _SPEND_FIELDS)))
+        script = self._spend_state(budget)
+        return _spend(await self._link.arun(lambda r: r.eval(*script)))
 
     @property
     def pending_writes(self) -> int:
@@ -421,7 +462,8 @@ class RedisStore:
             pipe = r.pipeline(transaction=True)
             pipe.hget(key, "reserved")
             pipe.hset(key, "reserved", 0)
-            held, _ = pipe.execute()
+            pipe.delete(f"{key}:holds")
+            held, _, _ = pipe.execute()
             return int(held or 0)
 
         return self._link.run(op)

@@ -3,42 +3,24 @@
 A route is a LiteLLM model string plus the LiteLLM keyword arguments that go with it
 (`api_base`, `api_key`, `api_version`, `extra_headers`, ...), the group callers reach it by,
 its reach, and capability overrides. Its reach is what the on-device floor trusts, so it is
-decided conservatively: a declared reach always wins; otherwise a route is on-device only
-when the host it will really connect to is loopback. A provider's *name* never proves
-locality (LiteLLM's own map lists `ollama/...-cloud` models).
+decided to fail closed (see `reach.py`): a declared reach always wins; otherwise a route is
+on-device only when the host it will really connect to is loopback and what answers there
+is a local server, never a hosted vendor model behind a proxy.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
-from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import urlsplit
 
 from .capabilities import Capability, parse_declared
+from .deadline import check_timeout
 from .errors import ConfigError
+from .reach import Reach, infer
 
-__all__ = ["Reach", "Route", "redact"]
+__all__ = ["Reach", "Route", "redact"]  # Reach is re-exported from reach.py
 
-
-class Reach(StrEnum):
-    """Where a route sends the request's data."""
-
-    ON_DEVICE = "on_device"
-    """Served on this machine or the caller's own network: trusted with private data."""
-    VENDOR = "vendor"
-    """Served by someone else: never used under the on-device floor."""
-
-
-# The base URL LiteLLM uses for a provider when a route gives none. Only providers whose
-# default is loopback matter here: every other default is a vendor's.
-_LOCAL_DEFAULT_BASES = {
-    "ollama": "http://localhost:11434",
-    "ollama_chat": "http://localhost:11434",
-    "llamafile": "http://127.0.0.1:8080/v1",
-}
 
 # Keyword arguments the router owns: a caller's or route's value would defeat a promise.
 _OWNED = {
@@ -79,22 +61,6 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
     return text
 
 
-def _is_loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _host_of(api_base: str) -> str | None:
-    url = api_base if "://" in api_base else f"http://{api_base}"
-    return urlsplit(url).hostname
-
-
 class Route:
     """One way to reach one model: a LiteLLM model string and the call kwargs for it.
 
@@ -108,8 +74,12 @@ class Route:
       router makes duplicates unique.
     - `reach`: a declared reach always wins. Undeclared, the route is `ON_DEVICE` only when
       its `api_base` host (or, without one, its provider's default base: `ollama` and
-      `llamafile` are loopback) is `localhost`, 127.0.0.0/8 or ::1; `VENDOR` otherwise.
+      `llamafile` are loopback) is `localhost`, 127.0.0.0/8 or ::1 *and* it is a
+      local-serving provider or a model LiteLLM does not list; a hosted vendor model behind
+      a loopback proxy stays `VENDOR`. `reach_reason` says how the reach was decided.
     - `capabilities` override what LiteLLM's model info says, e.g. `{"tools": True}`.
+    - `output_limit` declares the most tokens the model writes in one reply, for a model
+      LiteLLM's info does not know: a budget bounds calls without `max_tokens` by it.
 
     Secrets (`api_key`, any kwarg whose name says key, token, secret or password, and such
     headers) never appear in the repr, and the router redacts them from journeys, logs and
@@ -123,9 +93,11 @@ class Route:
         "group",
         "model",
         "name",
+        "output_limit",
         "prices",
         "reach",
         "reach_declared",
+        "reach_reason",
         "retry",
     )
 
@@ -134,6 +106,8 @@ class Route:
     name: str
     reach: Reach
     reach_declared: bool
+    reach_reason: str
+    output_limit: int | None
     prices: Any
     retry: Any
     _kwargs: Mapping[str, Any]
@@ -150,6 +124,7 @@ class Route:
         capabilities: Mapping[str, bool] | None = None,
         prices: Any = None,
         retry: Any = None,
+        output_limit: int | None = None,
         **litellm_kwargs: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -164,6 +139,14 @@ class Route:
         api_base = litellm_kwargs.get("api_base") or litellm_kwargs.get("base_url")
         if api_base is not None and not isinstance(api_base, str):
             raise ConfigError(f"Route({model!r}): api_base must be a URL string, got {api_base!r}")
+        check_timeout(litellm_kwargs.get("timeout"), f"Route({model!r}).timeout")
+        if output_limit is not None and (
+            isinstance(output_limit, bool) or not isinstance(output_limit, int) or output_limit < 1
+        ):
+            raise ConfigError(
+                f"Route({model!r}).output_limit must be a whole number of tokens >= 1, "
+                f"got {output_limit!r}"
+            )
         set_ = object.__setattr__
         set_(self, "model", model)
         set_(self, "group", group or model)
@@ -176,7 +159,9 @@ class Route:
             MappingProxyType(parse_declared(capabilities, f"Route({model!r}).capabilities")),
         )
         if reach is None:
-            set_(self, "reach", self._inferred_reach(api_base))
+            inferred, why = infer(model, self.provider, api_base, self._listed_provider)
+            set_(self, "reach", inferred)
+            set_(self, "reach_reason", why)
             set_(self, "reach_declared", False)
         else:
             try:
@@ -185,16 +170,16 @@ class Route:
                 raise ConfigError(
                     f"Route({model!r}).reach must be 'on_device' or 'vendor', got {reach!r}"
                 ) from None
+            set_(self, "reach_reason", "declared")
             set_(self, "reach_declared", True)
         set_(self, "prices", prices)
         set_(self, "retry", retry)
+        set_(self, "output_limit", output_limit)
 
-    def _inferred_reach(self, api_base: str | None) -> Reach:
-        if api_base is None:
-            api_base = _LOCAL_DEFAULT_BASES.get(self.provider)
-        if api_base is not None and _is_loopback(_host_of(api_base)):
-            return Reach.ON_DEVICE
-        return Reach.VENDOR
+    def _listed_provider(self) -> str | None:
+        from . import transport  # LiteLLM is asked only for a loopback route
+
+        return transport.listed_provider(self)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Route is immutable; build a new one instead of setting {name}")
@@ -233,6 +218,7 @@ class Route:
             capabilities={c.value: v for c, v in self._capabilities.items()},
             prices=self.prices,
             retry=self.retry,
+            output_limit=self.output_limit,
             **self._kwargs,
         )
 

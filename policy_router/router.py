@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import transport
+from .bounds import RequestFacts, prediction_tokens, prompt_bound, reply_tokens
 from .breaker import Breaker, HealthBook
-from .budget import Budget, Ledger, RequestFacts, Spending, prompt_bound
-from .capabilities import resolve
+from .budget import Budget, Ledger, Spending
+from .checks import candidate_for
 from .clock import Clock, MonotonicClock
 from .deadline import Deadline, check_seconds
 from .drive import adrive, drive
@@ -45,24 +46,12 @@ from .retry import Retry
 from .route import Route
 from .store import Health, InMemoryStore, Store, perform
 from .stream import AsyncRoutedStream, Opened, RoutedStream, StreamRestart
+from .validate import check_call, check_messages
 
 __all__ = ["Router"]
 
 # Keywords the router takes out of a call before LiteLLM sees it.
 _POLICY_KWARGS = ("on_device", "needs", "deadline")
-
-
-# Keywords a caller may not pass: each would let LiteLLM decide what the router decides.
-_REFUSED_KWARGS = {
-    "api_base": "where a call goes is the route's business: set api_base on the Route",
-    "base_url": "where a call goes is the route's business: set api_base on the Route",
-    "api_key": "credentials belong to a route: set api_key on the Route",
-    "custom_llm_provider": "set custom_llm_provider on the Route",
-    "fallbacks": "the router decides fallbacks: list the routes in one group",
-    "context_window_fallback_dict": "the router decides fallbacks: list the routes in one group",
-    "num_retries": "LiteLLM's retries are off: the router sends one request per attempt",
-    "max_retries": "LiteLLM's retries are off: the router sends one request per attempt",
-}
 
 
 class Router:
@@ -123,14 +112,7 @@ class Router:
         transport.check_globals()
         if quiet_litellm:
             transport.silence_banner()
-        candidates = [
-            Candidate(
-                r,
-                resolve(r.model, *transport.model_info(r), r.capabilities),
-                r.prices.price_for(r.model) if r.prices is not None else None,
-            )
-            for r in self._routes
-        ]
+        candidates = [candidate_for(r) for r in self._routes]
         if isinstance(order, Mapping):
             unknown = set(order) - {r.group for r in self._routes}
             if unknown:
@@ -153,6 +135,7 @@ class Router:
                 "names the router's keys in a shared store"
             )
         self.name = name
+        self._notes: tuple[str, ...] = ()
         self._emit = fan_out([LogObserver(), *(observers or ())])
         self._store: Store = (store if store is not None else InMemoryStore()).bind(
             name, self._clock, self._emit
@@ -166,6 +149,12 @@ class Router:
         if stream_failure not in ("raise", "restart"):
             raise ConfigError(
                 f"stream_failure must be 'raise' or 'restart', got {stream_failure!r}"
+            )
+        if stream_failure == "restart" and on_restart is None:
+            raise ConfigError(
+                "stream_failure='restart' needs on_restart=callback: a plain `for chunk` "
+                "consumer would otherwise receive the failed route's partial text followed by "
+                "the next route's whole answer; the callback is told to discard what it had"
             )
         self._restart = stream_failure == "restart"
         self._on_restart = on_restart
@@ -192,10 +181,7 @@ class Router:
         """
         from .config import load  # pydantic models, built only when a file is read
 
-        routes, policies, missing = load(config)
-        if missing:
-            raise ConfigError("; ".join(missing))
-        return cls(routes, **{**policies, **overrides})
+        return cls._loaded(load(config), overrides)
 
     @classmethod
     def from_litellm_model_list(
@@ -203,13 +189,23 @@ class Router:
     ) -> Router:
         """Build a router from LiteLLM Router's own `model_list`, unchanged.
 
-        `model_name` → group, `litellm_params` → route kwargs, `model_info` → capabilities
-        (its `supports_*` flags) and reach. Policies (`order=`, `budget=`, `breaker=`, ...)
-        are keyword arguments, as for the constructor.
+        `model_name` → group, `litellm_params` → route kwargs, `model_info` → capabilities,
+        prices and reach; `order`, retries and cost fields are honoured; anything that is not
+        applied is listed by `check()` with its place (see `litellm_config.py`). An
+        `os.environ/NAME` that is not set raises, naming NAME. Policies (`order=`,
+        `budget=`, `breaker=`, ...) are keyword arguments, as for the constructor.
         """
-        from .config import model_list_routes
+        from .litellm_config import model_list_routes
 
-        return cls(model_list_routes(model_list), **policies)
+        return cls._loaded(model_list_routes(model_list), policies)
+
+    @classmethod
+    def _loaded(cls, loaded: Any, overrides: Mapping[str, Any]) -> Router:
+        if loaded.missing:
+            raise ConfigError("; ".join(loaded.missing))
+        router = cls(loaded.routes, **{**loaded.policies, **overrides})
+        router._notes = tuple(loaded.notes)
+        return router
 
     # -- what the router holds -------------------------------------------------------------
     @property
@@ -264,9 +260,12 @@ class Router:
     def preflight(self, *, live: bool = False) -> dict[str, PreflightVerdict]:
         """Ready, Denied(why) or Unknown(why) for every route, before any real request.
 
-        Credentials are checked with LiteLLM's environment validation; with `live=True` a
-        one-token request is sent to each route (which costs a little). With a breaker, a
-        Denied route rests for the breaker's `settled` time; Unknown changes nothing.
+        Credentials are checked with LiteLLM's environment validation, counting those the
+        route carries under every name LiteLLM reads for its provider; "denied" only when
+        a credential is surely missing, "unknown" when its SDK may find one elsewhere (an
+        AWS profile, Google's default credentials). With `live=True` a one-token request is
+        sent to each route (which costs a little). With a breaker, a route the *live* check
+        denied rests for the breaker's `settled` time; nothing else rests a route.
         """
         return {r.name: self._after_preflight(r, preflight_route(r, live)) for r in self._routes}
 
@@ -280,7 +279,7 @@ class Router:
         }
 
     def _after_preflight(self, route: Route, verdict: PreflightVerdict) -> PreflightVerdict:
-        if verdict.state == "denied" and self._health is not None:
+        if verdict.state == "denied" and verdict.live and self._health is not None:
             fault = Fault(FaultKind.ACCESS, None, route.redact(verdict.why))
             perform(self._store, self._health.failed(route.name, fault, self._clock.now()))
         return verdict
@@ -288,20 +287,25 @@ class Router:
     def check(self, *, max_age_days: int | None = None, today: date | None = None) -> list[str]:
         """What is wrong with this router's configuration, one sentence per problem.
 
-        Unusable routes (unknown model, nothing declared), missing credentials, routes a
-        budget will always refuse (unpriced, or priced in another currency), price tables
-        older than `max_age_days`, and a shared store that does not answer. Nothing is sent
+        Settings of the file it was loaded from that are not applied (a LiteLLM
+        `model_list`'s `weight`, a proxy's `general_settings`, ...), unusable routes
+        (unknown model, nothing declared), missing credentials, routes a budget will always
+        refuse (unpriced, or priced in another currency), price tables older than
+        `max_age_days`, and a shared store that does not answer. Nothing is sent
         to a provider (a shared store is pinged). An empty list means no problem was found,
         not that every provider will answer: `preflight(live=True)` asks them.
         """
-        return problems(
-            self._routes,
-            self.unusable(),
-            self._ledger.budget if self._ledger is not None else None,
-            self._store,
-            max_age_days,
-            today,
-        )
+        return [
+            *self._notes,
+            *problems(
+                self._routes,
+                self.unusable(),
+                self._ledger.budget if self._ledger is not None else None,
+                self._store,
+                max_age_days,
+                today,
+            ),
+        ]
 
     def capabilities(self, route: str) -> frozenset[str]:
         """What the named route can do, as capability names."""
@@ -419,9 +423,8 @@ class Router:
         )
 
     def _needs(self, messages: Any, kwargs: Mapping[str, Any]) -> Requirements:
-        _check_call(messages, kwargs)
-        check_seconds(kwargs.get("deadline"), "deadline")
-        check_seconds(kwargs.get("timeout"), "timeout")
+        check_messages(messages)
+        check_call(kwargs)
         on_device = kwargs.get("on_device", False)
         if not isinstance(on_device, bool):
             raise ConfigError(f"on_device must be True or False, got {on_device!r}")
@@ -481,11 +484,12 @@ class Router:
         if self._ledger is None and not count:
             return None
         image_tokens = self._ledger.budget.image_tokens if self._ledger else 0
-        max_tokens = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens")
         return RequestFacts(
             prompt_tokens=transport.count_tokens(kwargs) if count else 0,
             prompt_bound=prompt_bound(kwargs, image_tokens) if self._ledger else 0,
-            max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+            reply_tokens=reply_tokens(kwargs, "max_tokens", "max_completion_tokens"),
+            choices=kwargs.get("n"),
+            reply_extra=prediction_tokens(kwargs),
         )
 
     def _ordering(
@@ -571,25 +575,3 @@ def _unique_names(routes: Sequence[Route]) -> list[Route]:
         seen[r.name] = n
         out.append(r if n == 1 else r.with_name(f"{r.name}#{n}"))
     return out
-
-
-def _check_call(messages: Any, kwargs: Mapping[str, Any]) -> None:
-    """Refuse malformed call arguments before anything is sent, naming the field and fix."""
-    if not isinstance(messages, list) or not messages:
-        raise ConfigError(
-            "messages must be a non-empty list of {'role': ..., 'content': ...} dicts, "
-            f"got {type(messages).__name__}"
-        )
-    for i, m in enumerate(messages):
-        if not (isinstance(m, Mapping) or hasattr(m, "role")):
-            raise ConfigError(
-                f"messages[{i}] must be a dict with 'role' and 'content', got {type(m).__name__}"
-            )
-    for key, why in _REFUSED_KWARGS.items():
-        if key in kwargs:
-            raise ConfigError(f"{key}= is not accepted by the router: {why}")
-    max_tokens = kwargs.get("max_tokens")
-    if max_tokens is not None and (
-        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0
-    ):
-        raise ConfigError(f"max_tokens must be a positive integer, got {max_tokens!r}")

@@ -7,7 +7,10 @@ a call to a provider. A shared store (Redis) implements the same methods so that
 processes share one budget and one breaker; nothing above the store knows which it has.
 
 Every method is atomic: `reserve` checks the cap and reserves in one step, so concurrent
-callers cannot both pass a check that only one of them fits.
+callers cannot both pass a check that only one of them fits. Every budget write names its
+reservation by id and takes effect once: a reserve of an id already held, or a settle or
+release of an id already settled or released, changes nothing. A write that is repeated
+(a client retry, a replay after a lost reply) is therefore harmless.
 
 The decision core does no I/O, not even to the store: the ledger, the health book and the
 plan are generators that *yield* a `StoreCall` and are sent its result. `perform` runs them
@@ -21,6 +24,8 @@ import threading
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from cachetools import LRUCache
 
 if TYPE_CHECKING:
     from .clock import Clock
@@ -50,6 +55,8 @@ class SpendState:
     calls: int = 0
     unmeasured: int = 0
     unbounded: int = 0
+    holding: int = 0
+    """How many reservations are held now (calls in flight)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,18 +172,22 @@ class Store(Protocol):
         """The store as one router sees it: itself, or a view scoped to the router."""
         ...
 
-    def reserve(self, budget: str, amount: int, cap: int | None) -> bool:
-        """Reserve `amount` if spent + reserved + amount stays within `cap` (None: no cap)."""
+    def reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
+        """Hold `amount` under the id `hold` if spent + reserved + amount stays within `cap`
+        (None: no cap). True when `hold` is held after the call (also when it already was);
+        False when it does not fit, or when `hold` was already settled or released."""
         ...
 
-    def settle(
-        self, budget: str, reserved: int, cost: int, *, measured: bool, bounded: bool
-    ) -> None:
-        """Replace a reservation by the call's cost and count the call."""
+    def settle(self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
+        """Replace the reservation `hold` by the call's cost and count the call, once.
+
+        A `hold` that was never held (an unpriced call) is counted with nothing to free; one
+        already settled or released changes nothing."""
         ...
 
-    def release(self, budget: str, reserved: int) -> None:
-        """Give a reservation back: the call cost nothing."""
+    def release(self, budget: str, hold: str) -> None:
+        """Give the reservation `hold` back (the call cost nothing), once. Releasing an id
+        that is not held yet makes a later reserve of it a no-op."""
         ...
 
     def spend_state(self, budget: str) -> SpendState: ...
@@ -207,33 +218,56 @@ class InMemoryStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._spend: dict[str, SpendState] = {}
+        self._holds: dict[tuple[str, str], int] = {}
+        # Ids settled or released lately, so a repeated write is a no-op; in one process
+        # nothing is ever repeated, but the store keeps the same promise as a shared one.
+        self._done: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=4096)
         self._health: dict[str, Health] = {}
 
-    def reserve(self, budget: str, amount: int, cap: int | None) -> bool:
+    def reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
+        key = (budget, hold)
         with self._lock:
+            if key in self._holds:
+                return True
             state = self._spend.get(budget, SpendState())
-            if cap is not None and state.spent + state.reserved + amount > cap:
+            if key in self._done or (
+                cap is not None and state.spent + state.reserved + amount > cap
+            ):
                 return False
-            self._spend[budget] = replace(state, reserved=state.reserved + amount)
+            self._holds[key] = amount
+            self._spend[budget] = replace(
+                state, reserved=state.reserved + amount, holding=state.holding + 1
+            )
             return True
 
-    def settle(
-        self, budget: str, reserved: int, cost: int, *, measured: bool, bounded: bool
-    ) -> None:
+    def settle(self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
+        key = (budget, hold)
         with self._lock:
+            if key in self._done:
+                return
+            self._done[key] = True
+            amount = self._holds.pop(key, None)
             state = self._spend.get(budget, SpendState())
-            self._spend[budget] = SpendState(
+            self._spend[budget] = replace(
+                state,
                 spent=state.spent + cost,
-                reserved=state.reserved - reserved,
+                reserved=state.reserved - (amount or 0),
+                holding=state.holding - (amount is not None),
                 calls=state.calls + 1,
                 unmeasured=state.unmeasured + (not measured),
                 unbounded=state.unbounded + (not bounded),
             )
 
-    def release(self, budget: str, reserved: int) -> None:
+    def release(self, budget: str, hold: str) -> None:
+        key = (budget, hold)
         with self._lock:
-            state = self._spend.get(budget, SpendState())
-            self._spend[budget] = replace(state, reserved=state.reserved - reserved)
+            self._done[key] = True
+            amount = self._holds.pop(key, None)
+            if amount is not None:
+                state = self._spend.get(budget, SpendState())
+                self._spend[budget] = replace(
+                    state, reserved=state.reserved - amount, holding=state.holding - 1
+                )
 
     def spend_state(self, budget: str) -> SpendState:
         with self._lock:

@@ -11,14 +11,16 @@ OpenAI's real content-policy 400 as a plain `BadRequestError`).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
 
+import httpx
 import litellm
 import openai
 
-from .errors import ConfigError
+from .errors import ConfigError, PolicyRouterError
 from .outcome import Fault, FaultKind
 from .prices import Usage
 from .route import Route
@@ -93,6 +95,23 @@ def model_info(route: Route) -> tuple[dict[str, Any] | None, bool]:
     return dict(info), streams
 
 
+def listed_provider(route: Route) -> str | None:
+    """The provider LiteLLM lists the route's model under, when it knows the model as a
+    hosted one (`openai` for `openai/gpt-4o`); None for a model it does not list."""
+    info, _ = model_info(route)
+    if info is None:
+        return None
+    return str(info.get("litellm_provider") or route.provider or "unknown")
+
+
+def response_format_schema(response_format: Any) -> Any:
+    """What LiteLLM sends for a `response_format` (a pydantic class becomes its JSON
+    schema, as `litellm.completion` derives it)."""
+    from litellm.llms.base_llm.base_utils import type_to_response_format_param
+
+    return type_to_response_format_param(response_format)
+
+
 def count_tokens(kwargs: Mapping[str, Any]) -> int:
     """The prompt's tokens by LiteLLM's token counter with its default tokenizer.
 
@@ -125,52 +144,108 @@ def usage_of(response: Any) -> Usage | None:
     cached = getattr(details, "cached_tokens", None) or getattr(
         usage, "cache_read_input_tokens", None
     )
-    written = getattr(usage, "cache_creation_input_tokens", None)
+    written = getattr(usage, "cache_creation_input_tokens", None) or getattr(
+        details, "cache_creation_tokens", None
+    )
+    hour = getattr(getattr(details, "cache_creation_token_details", None), "ephemeral_1h_input_tokens", None)
     reasoning = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
-    return Usage(prompt, completion, int(cached or 0), int(written or 0), int(reasoning or 0))
+    return Usage(
+        prompt,
+        completion,
+        int(cached or 0),
+        int(written or 0),
+        int(reasoning or 0),
+        int(hour or 0) if isinstance(hour, int) else 0,
+    )
 
 
-def cost_map_rows(models: list[str]) -> dict[str, dict[str, float]]:
-    """Rates from LiteLLM's cost map for `models`, in its per-token floats."""
-    fields = {
-        "input_cost_per_token": "input",
-        "output_cost_per_token": "output",
-        "cache_read_input_token_cost": "cache_read",
-        "cache_creation_input_token_cost": "cache_write",
-        "output_cost_per_reasoning_token": "reasoning",
-    }
-    rows: dict[str, dict[str, float]] = {}
+def cost_map_rows(models: list[str]) -> dict[str, dict[str, Any]]:
+    """LiteLLM's cost-map entries for `models` (its per-token floats, as it keeps them)."""
+    rows: dict[str, dict[str, Any]] = {}
     for model in models:
         entry = litellm.model_cost.get(model)
         if entry is None and "/" in model:
             entry = litellm.model_cost.get(model.split("/", 1)[1])
         if entry is None or entry.get("input_cost_per_token") is None:
             raise ConfigError(f"LiteLLM's cost map has no prices for {model!r}")
-        rows[model] = {
-            ours: entry[theirs] for theirs, ours in fields.items() if entry.get(theirs) is not None
-        }
+        rows[model] = dict(entry)
     return rows
 
 
-def missing_credentials(route: Route) -> list[str]:
-    """Environment variables LiteLLM needs for the route and cannot find.
+# The route kwargs LiteLLM reads in place of an environment variable it reports missing
+# (litellm.validate_environment names the variables only). Any *_API_KEY or *_TOKEN is
+# satisfied by `api_key`, any *_API_BASE by `api_base`.
+_SATISFIED_BY: Mapping[str, tuple[str, ...]] = {
+    "AZURE_API_VERSION": ("api_version",),
+    "AZURE_API_KEY": ("api_key", "azure_ad_token", "azure_ad_token_provider", "client_secret"),
+    "AWS_ACCESS_KEY_ID": (
+        "aws_access_key_id",
+        "aws_profile_name",
+        "aws_role_name",
+        "aws_web_identity_token",
+        "api_key",
+    ),
+    "AWS_SECRET_ACCESS_KEY": (
+        "aws_secret_access_key",
+        "aws_profile_name",
+        "aws_role_name",
+        "aws_web_identity_token",
+        "api_key",
+    ),
+    "AWS_REGION_NAME": ("aws_region_name",),
+    "VERTEXAI_PROJECT": ("vertex_project", "vertex_ai_project", "vertex_credentials"),
+    "VERTEXAI_LOCATION": ("vertex_location", "vertex_ai_location"),
+    "VERTEXAI_CREDENTIALS": ("vertex_credentials",),
+}
+# Reported missing by LiteLLM though the provider works without them.
+_NOT_NEEDED = {"OLLAMA_API_BASE"}  # LiteLLM's default is http://localhost:11434
+# Either of these environment variables is enough for Gemini (LiteLLM reports both).
+_ALTERNATIVES = ({"GOOGLE_API_KEY", "GEMINI_API_KEY"},)
+# Providers whose SDK finds credentials beyond the environment (a profile, an instance role,
+# application default credentials): a variable missing there proves nothing.
+_AMBIENT = {
+    "bedrock": "boto3 may still find a profile, an SSO session or an instance role",
+    "sagemaker": "boto3 may still find a profile, an SSO session or an instance role",
+    "vertex_ai": "google-auth may still find application default credentials",
+    "vertex_ai_beta": "google-auth may still find application default credentials",
+}
 
-    A key or base given on the route itself counts as present.
+
+def missing_credentials(route: Route) -> tuple[list[str], str]:
+    """Environment variables LiteLLM needs for the route and finds neither in the
+    environment nor on the route, and, when that proves nothing for certain, why.
+
+    A credential the route carries counts under every name LiteLLM reads for its provider
+    (Azure's `api_version`, Bedrock's `aws_*`, Vertex's `vertex_*`, ...). The second value
+    is "" when the variables are surely needed, else the reason they may not be (the
+    provider's SDK looks elsewhere too).
     """
+    kwargs = route.kwargs
     try:
         found = litellm.validate_environment(
             model=route.model,
-            api_key=route.kwargs.get("api_key"),
-            api_base=route.kwargs.get("api_base"),
+            api_key=kwargs.get("api_key"),
+            api_base=kwargs.get("api_base") or kwargs.get("base_url"),
+            api_version=kwargs.get("api_version"),
         )
     except Exception:
-        return []
-    missing = [str(k) for k in found.get("missing_keys") or []]
-    if route.kwargs.get("api_key"):
-        missing = [k for k in missing if "KEY" not in k.upper() and "TOKEN" not in k.upper()]
-    if route.kwargs.get("api_base"):
-        missing = [k for k in missing if "BASE" not in k.upper()]
-    return missing
+        return [], ""
+    missing = []
+    for name in (str(k) for k in found.get("missing_keys") or []):
+        given = _SATISFIED_BY.get(name)
+        if given is None:
+            upper = name.upper()
+            given = ("api_key",) if "KEY" in upper or "TOKEN" in upper else ()
+            given += ("api_base", "base_url") if "BASE" in upper else ()
+        if name not in _NOT_NEEDED and not any(kwargs.get(k) for k in given):
+            missing.append(name)
+    for either in _ALTERNATIVES:
+        if either & set(missing) and any(os.environ.get(n) for n in either):
+            missing = [m for m in missing if m not in either]
+        elif either <= set(missing):
+            missing = [m for m in missing if m not in either] + [" or ".join(sorted(either))]
+    provider = str(kwargs.get("custom_llm_provider") or route.provider)
+    return missing, _AMBIENT.get(provider, "") if missing else ""
 
 
 def ping(route: Route) -> Fault | None:
@@ -222,13 +297,33 @@ _CALLBACK_LISTS = (
 )
 
 
-def _kwargs(route: Route, kwargs: Mapping[str, Any], group: str) -> dict[str, Any]:
-    merged = {**kwargs, **route.kwargs}
+def _kwargs(
+    route: Route, kwargs: Mapping[str, Any], group: str, timeout: float | None = None
+) -> dict[str, Any]:
+    # The route's kwargs are defaults and the call's win, as with LiteLLM's Router
+    # (`litellm_params` first, then the call's own). A caller cannot override where the
+    # call goes or its credentials: `validate.REFUSED_KWARGS` refuses those.
+    merged = {**route.kwargs, **kwargs}
     merged.update(model=route.model, num_retries=0, max_retries=0)
+    if timeout is not None:
+        # The deadline's length caps each attempt's timeout (the route's, the call's, or
+        # one made of it).
+        given = merged.get("timeout")
+        if isinstance(given, httpx.Timeout):
+            merged["timeout"] = httpx.Timeout(
+                **{
+                    part: (timeout if (v := getattr(given, part)) is None else min(v, timeout))
+                    for part in ("connect", "read", "write", "pool")
+                }
+            )
+        elif isinstance(given, int | float) and not isinstance(given, bool):
+            merged["timeout"] = min(given, timeout)
+        else:
+            merged["timeout"] = timeout
     # Label the call for the user's own LiteLLM callbacks, which see every attempt. Only
     # when some are registered: LiteLLM spends ~0.17 ms a call (3%) handling metadata.
     if any(getattr(litellm, name, None) for name in _CALLBACK_LISTS):
-        metadata = dict(kwargs.get("metadata") or {})
+        metadata = dict(merged.get("metadata") or {})
         metadata["policy_router"] = {"route": route.name, "group": group}
         merged["metadata"] = metadata
     return merged
@@ -239,20 +334,14 @@ def call(route: Route, kwargs: Mapping[str, Any], group: str, timeout: float | N
 
     `timeout`, when given, replaces the call's own (it is already the shorter of the two).
     """
-    merged = _kwargs(route, kwargs, group)
-    if timeout is not None:
-        merged["timeout"] = timeout
-    return litellm.completion(**merged)
+    return litellm.completion(**_kwargs(route, kwargs, group, timeout))
 
 
 async def acall(
     route: Route, kwargs: Mapping[str, Any], group: str, timeout: float | None = None
 ) -> Any:
     """One request through `litellm.acompletion`."""
-    merged = _kwargs(route, kwargs, group)
-    if timeout is not None:
-        merged["timeout"] = timeout
-    return await litellm.acompletion(**merged)
+    return await litellm.acompletion(**_kwargs(route, kwargs, group, timeout))
 
 
 def stream_cut_error(route: Route, text: str) -> Exception:
@@ -295,12 +384,17 @@ def classify(exc: BaseException) -> Fault | None:
     """What a LiteLLM exception is about, or None when it is not a provider outcome.
 
     None means the exception is a bug or a misuse on this side (a `TypeError`, say) and is
-    re-raised unchanged rather than treated as a reason to try the next route.
+    re-raised unchanged rather than treated as a reason to try the next route. A failure
+    that never left this process is classified by what happened, not by LiteLLM's class
+    (see `Fault.sent`).
     """
-    if not isinstance(
+    if isinstance(exc, PolicyRouterError) or not isinstance(
         exc, openai.APIError | litellm.exceptions.APIError | litellm.exceptions.APIConnectionError
     ):
         return None
+    local = _never_sent(exc)
+    if local is not None:
+        return local
     status = _status(exc)
     message = _provider_text(str(getattr(exc, "message", "") or exc))
     retry_after = _retry_after(exc)
@@ -308,6 +402,9 @@ def classify(exc: BaseException) -> Fault | None:
     def fault(kind: FaultKind) -> Fault:
         return Fault(kind, status, message, retry_after)
 
+    if isinstance(exc, litellm.exceptions.UnsupportedParamsError):
+        # LiteLLM's own parameter check, made before anything is sent.
+        return Fault(FaultKind.BAD_REQUEST, status, message, sent=False)
     if isinstance(exc, litellm.exceptions.MidStreamFallbackError):
         return fault(FaultKind.STREAM_CUT)
     if _is_refusal(exc, message):
@@ -332,6 +429,46 @@ def classify(exc: BaseException) -> Fault | None:
     if _is_connection(exc):
         return fault(FaultKind.CONNECTION)
     return fault(FaultKind.SERVER_ERROR)
+
+
+# Python errors raised while a request is built, encoded or configured, before any byte
+# leaves: LiteLLM wraps them as provider errors (a 500 around a UnicodeEncodeError, an
+# APIConnectionError around a TypeError), measured with litellm 1.110.2.
+_LOCAL_ERRORS = (UnicodeError, TypeError, OverflowError, ValueError)
+
+
+def _never_sent(exc: BaseException) -> Fault | None:
+    """A Fault with `sent=False` when `exc` wraps an error raised before sending."""
+    cause: BaseException | None = exc
+    for _ in range(10):
+        nested = cause.__cause__ or cause.__context__ if cause is not None else None
+        if nested is None:
+            break
+        cause = nested
+    if cause is None or cause is exc:
+        return None
+    text = f"{type(cause).__name__}: {str(cause)[:300]}"
+    if type(cause) is openai.OpenAIError:
+        # The OpenAI client refused to be built: a missing key, a bad option of the route.
+        return Fault(FaultKind.ACCESS, None, text, sent=False)
+    if (
+        isinstance(cause, _LOCAL_ERRORS)
+        and not isinstance(cause, json.JSONDecodeError)
+        and not _while_reading_a_response(cause)
+    ):
+        return Fault(FaultKind.BAD_REQUEST, None, text, sent=False, local=text)
+    return None
+
+
+def _while_reading_a_response(error: BaseException) -> bool:
+    # A ValueError or TypeError raised while turning a provider's reply into a response
+    # happened after sending; its frames say so (transform_response, ..._response_object).
+    tb = error.__traceback__
+    while tb is not None:
+        if "response" in tb.tb_frame.f_code.co_name:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 # LiteLLM prefixes the provider's text with its own class names, sometimes twice:

@@ -24,7 +24,8 @@ from policy_router import (
     Retry,
     Router,
 )
-from policy_router.budget import Ledger, Reservation, prompt_bound
+from policy_router.bounds import prompt_bound
+from policy_router.budget import Ledger, Reservation
 from policy_router.prices import Usage
 from policy_router.testing import Fail, FakeProvider, Hang, Reply
 
@@ -199,6 +200,7 @@ def test_spending_needs_a_budget(fake: FakeProvider) -> None:
 def _fits_exactly(k: int, max_tokens: int) -> tuple[Budget, int]:
     kwargs = {"messages": MESSAGES, "max_tokens": max_tokens}
     bound = prompt_bound(kwargs)
+    assert bound is not None
     worst = PRICES.rows["openai/a"].worst_case(bound, max_tokens)
     return Budget(Money(k * worst, "USD")), bound
 
@@ -277,10 +279,10 @@ def test_ledger_never_loses_or_creates_a_micro(cap: int, steps: list[tuple[str, 
     price = Price("1", "1")
     held: list[Reservation] = []
     charged = 0
-    for op, amount, cost in steps:
+    for i, (op, amount, cost) in enumerate(steps):
         if op == "reserve":
-            if ledger.store.reserve("budget", amount, cap):
-                held.append(Reservation(amount, price, bounded=True))
+            if ledger.store.reserve("budget", f"r{i}", amount, cap):
+                held.append(Reservation(amount, price, bounded=True, id=f"r{i}"))
         elif held:
             reservation = held.pop()
             if op == "settle":

@@ -89,6 +89,12 @@ def test_a_policy_dict_builds_a_working_router(
         ),
         (lambda p: p.update(deadline=0), "deadline: Input should be greater than 0"),
         (
+            lambda p: p["budget"].update(cap="-1"),
+            "budget.cap: amount must be zero or more, got '-1'",
+        ),
+        (lambda p: p["budget"].update(cap=5.0), "budget.cap: 5.0 is a float"),
+        (lambda p: p["breaker"].update(failures=0), "breaker: Breaker failures must be"),
+        (
             lambda p: p["price_tables"]["mine"]["models"]["openai/a"].update(input=0.5),
             "models.'openai/a'.input must be a decimal string",
         ),
@@ -182,7 +188,12 @@ def test_check_lists_a_typo_a_missing_key_and_an_unpriced_route(
     assert "openai/gpt-4o-mni: unusable" in out
     assert "openai/c: unpriced" in out
     assert main(["check", str(write(tmp_path, policy(fake))), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"ok": True, "problems": []}
+    report = json.loads(capsys.readouterr().out)
+    assert (report["ok"], report["problems"]) == (True, [])
+    assert [(r["route"], r["reach"]) for r in report["routes"]] == [
+        ("openai/a", "on_device"),
+        ("openai/b", "on_device"),
+    ]
 
 
 def test_check_reports_stale_tables(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -189,10 +190,10 @@ def test_an_abandoned_sync_call_still_settles_its_health(fake: FakeProvider) -> 
     assert router.health()["openai/slow"].failures == 0
 
 
-@pytest.mark.parametrize("value", [0, -1, "soon"])
+@pytest.mark.parametrize("value", [0, -1, "soon", math.inf, -math.inf, math.nan, True])
 def test_bad_deadline_is_refused_before_sending(fake: FakeProvider, value: Any) -> None:
-    """deadline <= 0 (or not a number) is a ConfigError naming it, nothing sent."""
-    with pytest.raises(ConfigError, match="deadline must be a number of seconds > 0"):
+    """deadline <= 0, infinite, NaN or not a number is a ConfigError naming it, nothing sent."""
+    with pytest.raises(ConfigError, match="deadline must be a finite number of seconds > 0"):
         Router([fake_route(fake, "a")]).completion(model="g", messages=MESSAGES, deadline=value)
     with pytest.raises(ConfigError, match="deadline must be"):
         Router([fake_route(fake, "a")], deadline=value)
@@ -284,7 +285,7 @@ def test_observers_get_frozen_records_and_the_log_warns_once(fake: FakeProvider)
 def test_preflight_denies_missing_credentials_and_rests_them(
     fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A route without its key is Denied before any request, and rests under a breaker."""
+    """A route without its key is Denied before any request; only a live verdict rests it."""
     from policy_router import Route
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -294,10 +295,11 @@ def test_preflight_denies_missing_credentials_and_rests_them(
     assert verdicts["openai/gpt-4o-mini"].state == "denied"
     assert "OPENAI_API_KEY" in verdicts["openai/gpt-4o-mini"].why
     assert verdicts["openai/a"].state == "ready"
-    assert router.resting()["openai/gpt-4o-mini"] > 590
+    assert router.resting() == {}  # a verdict from no request rests nothing
     fake.script("a", Fail(401))
     live = asyncio.run(router.apreflight(live=True))
     assert live["openai/a"].state == "denied" and fake.requests("a") == 1
+    assert router.resting()["openai/a"] > 590
 
 
 @pytest.mark.parametrize("driver", ["stream", "astream"])
@@ -327,7 +329,7 @@ def test_restart_starts_the_answer_again_on_the_next_route(fake: FakeProvider, d
 def test_restart_without_a_next_route_raises_in_the_stream(fake: FakeProvider) -> None:
     """With no route left to restart on, the failure is raised inside the stream."""
     fake.script("a", Cut(after=2))
-    router = Router([fake_route(fake, "a")], stream_failure="restart")
+    router = Router([fake_route(fake, "a")], stream_failure="restart", on_restart=lambda _: None)
     with pytest.raises(litellm.ServiceUnavailableError):
         run(router, "stream")
 

@@ -17,8 +17,9 @@ from policy_router import (
     Requirements,
     Route,
 )
+from policy_router.bounds import RequestFacts
 from policy_router.breaker import HealthBook
-from policy_router.budget import Ledger, RequestFacts
+from policy_router.budget import Ledger
 from policy_router.capabilities import Capability, resolve
 from policy_router.plan import Candidate, Fault, FaultKind, Plan
 from policy_router.prices import Usage
@@ -92,7 +93,7 @@ def test_the_core_keeps_its_promises(
             needs,
             clock=clock,
             ledger=ledger,
-            facts=RequestFacts(prompt_tokens=100, prompt_bound=400, max_tokens=100),
+            facts=RequestFacts(prompt_tokens=100, prompt_bound=400, reply_tokens=100),
             health=HealthBook(Breaker(failures=1), store, lambda _: None),
             retry=lambda r: r.retry,
         )

@@ -79,24 +79,24 @@ def shared(url: str, fake: FakeProvider, **policies: Any) -> Router:
 # -- the store on its own ----------------------------------------------------------------------
 def test_reserve_is_atomic_across_clients(url: str) -> None:
     stores = [RedisStore(url, namespace="policy_router:shared") for _ in range(8)]
-    wins: list[bool] = []
+    wins: list[str] = []
 
-    def grab(store: RedisStore) -> None:
-        wins.extend(store.reserve("b", 10, 55) for _ in range(5))
+    def grab(k: int, store: RedisStore) -> None:
+        wins.extend(h for i in range(5) if store.reserve("b", h := f"{k}.{i}", 10, 55))
 
-    threads = [threading.Thread(target=grab, args=(s,)) for s in stores]
+    threads = [threading.Thread(target=grab, args=(k, s)) for k, s in enumerate(stores)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert wins.count(True) == 5  # 5 x 10 fits in 55, a sixth does not
+    assert len(wins) == 5  # 5 x 10 fits in 55, a sixth does not
     state = stores[0].spend_state("b")
-    assert (state.reserved, state.spent) == (50, 0)
-    stores[1].settle("b", 10, 4, measured=True, bounded=True)
-    stores[2].release("b", 10)
-    stores[3].settle("b", 10, 10, measured=False, bounded=False)
+    assert (state.reserved, state.spent, state.holding) == (50, 0, 5)
+    stores[1].settle("b", wins[0], 4, measured=True, bounded=True)
+    stores[2].release("b", wins[1])
+    stores[3].settle("b", wins[2], 10, measured=False, bounded=False)
     state = stores[4].spend_state("b")
-    assert (state.spent, state.reserved, state.calls) == (14, 20, 2)
+    assert (state.spent, state.reserved, state.calls, state.holding) == (14, 20, 2, 2)
     assert (state.unmeasured, state.unbounded) == (1, 1)
 
 
@@ -179,7 +179,7 @@ def test_no_api_key_reaches_redis(url: str, fake: FakeProvider) -> None:
     router.route(model="g", messages=MESSAGES, max_tokens=5)
     raw = redis.Redis.from_url(url, decode_responses=True)
     stored = {
-        k: raw.hgetall(k) for k in raw.scan_iter("policy_router:shared:*") if k[-6:] != "routes"
+        k: raw.hgetall(k) for k in raw.scan_iter("policy_router:shared:*") if raw.type(k) == "hash"
     }
     assert any("Incorrect API key" in str(v) for v in stored.values())
     assert KEY_PREFIX not in str(stored)
@@ -188,7 +188,7 @@ def test_no_api_key_reaches_redis(url: str, fake: FakeProvider) -> None:
 def test_a_password_and_the_wrong_one(tmp_path: Any) -> None:
     with RedisServer(password="right-pass") as server:
         ok = RedisStore(server.url)
-        assert ok.reserve("b", 1, 10)
+        assert ok.reserve("b", "h1", 1, 10)
         wrong = RedisStore(server.url.replace("right-pass", "wrong-pass"))
         with pytest.raises(StoreUnavailableError, match=r"Authentication|invalid|WRONGPASS"):
             wrong.spend_state("b")
@@ -498,9 +498,9 @@ def test_writes_held_back_by_an_outage_are_tried_once_more_at_exit() -> None:
     """A process ending soon after Redis returns still writes the costs it held back."""
     with RedisServer() as server:
         store = RedisStore(server.url, retry_every=60)
-        assert store.reserve("b", 10, 100)
+        assert store.reserve("b", "h1", 10, 100)
         server.stop()
-        store.settle("b", 10, 7, measured=True, bounded=True)
+        store.settle("b", "h1", 7, measured=True, bounded=True)
         assert store.pending_writes == 1
         server.start()  # empty: nothing persisted, so only the replayed write is there
         store._link.flush_at_exit()  # what atexit calls; retry_every has not passed
@@ -511,9 +511,9 @@ def test_writes_held_back_by_an_outage_are_tried_once_more_at_exit() -> None:
 def test_reservations_left_by_a_killed_process_can_be_dropped(url: str) -> None:
     """Only the reserved amount goes: what was spent stays."""
     store = RedisStore(url, namespace="policy_router:shared")
-    store.reserve("b", 30, 100)
-    store.settle("b", 30, 12, measured=True, bounded=True)
-    store.reserve("b", 50, 100)  # its process dies before settling
+    store.reserve("b", "h1", 30, 100)
+    store.settle("b", "h1", 12, measured=True, bounded=True)
+    store.reserve("b", "h2", 50, 100)  # its process dies before settling
     assert store.drop_reservations("b") == 50
     state = store.spend_state("b")
-    assert (state.spent, state.reserved, state.calls) == (12, 0, 1)
+    assert (state.spent, state.reserved, state.calls, state.holding) == (12, 0, 1, 0)

@@ -292,7 +292,7 @@ def test_explain_sends_nothing_and_gives_every_verdict(fake: FakeProvider) -> No
         ({"messages": "hello"}, "messages must be a non-empty list"),
         ({"messages": []}, "messages must be a non-empty list"),
         ({"messages": ["hi"]}, r"messages\[0\] must be a dict"),
-        ({"max_tokens": -5}, "max_tokens must be a positive integer"),
+        ({"max_tokens": -5}, "max_tokens must be a whole number >= 1"),
         ({"needs": {"telepathy"}}, "needs='telepathy' is not a requirement"),
         ({"on_device": "yes"}, "on_device must be True or False"),
         ({"api_base": "http://evil.example"}, "api_base= is not accepted"),

@@ -23,8 +23,9 @@ from policy_router import (
     Requirements,
     Route,
 )
+from policy_router.bounds import RequestFacts
 from policy_router.breaker import HealthBook
-from policy_router.budget import Ledger, RequestFacts
+from policy_router.budget import Ledger
 from policy_router.capabilities import Capability, resolve
 from policy_router.order import cheapest
 from policy_router.plan import Candidate, Fault, FaultKind, Plan, sift
@@ -50,7 +51,7 @@ def candidates(n: int, prices: PriceTable) -> list[Candidate]:
 def main() -> None:
     clock = MonotonicClock()
     needs = Requirements(tools=True, on_device=True)
-    facts = RequestFacts(prompt_tokens=200, prompt_bound=800, max_tokens=100)
+    facts = RequestFacts(prompt_tokens=200, prompt_bound=800, reply_tokens=100)
     print("selection (Plan built and first route chosen), breaker + budget + cheapest order:")
     previous = None
     for n in (10, 100, 1_000, 10_000):

@@ -1,0 +1,117 @@
+"""A call's arguments, checked before anything is sent: what is surely wrong is refused
+with a `ConfigError` that names the field and the fix.
+
+Only what is cheap to check and certain to fail is refused here; everything else goes to
+LiteLLM as written. What LiteLLM itself refuses before sending is recognised afterwards
+(`transport.classify`), so in neither case does a provider's health or an attempt count
+change for a request that never left this process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .deadline import check_seconds, check_timeout
+from .errors import ConfigError
+
+__all__ = ["REFUSED_KWARGS", "check_call", "check_messages"]
+
+# Keywords a caller may not pass: each would let LiteLLM decide what the router decides.
+REFUSED_KWARGS = {
+    "api_base": "where a call goes is the route's business: set api_base on the Route",
+    "base_url": "where a call goes is the route's business: set api_base on the Route",
+    "api_key": "credentials belong to a route: set api_key on the Route",
+    "custom_llm_provider": "set custom_llm_provider on the Route",
+    "fallbacks": "the router decides fallbacks: list the routes in one group",
+    "context_window_fallback_dict": "the router decides fallbacks: list the routes in one group",
+    "num_retries": "LiteLLM's retries are off: the router sends one request per attempt",
+    "max_retries": "LiteLLM's retries are off: the router sends one request per attempt",
+}
+
+_COUNTS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "n", "best_of")
+
+
+def _count(kwargs: Mapping[str, Any], name: str) -> None:
+    value = kwargs.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{name} must be a whole number >= 1, got {value!r}")
+
+
+def _text(value: str, where: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = value[error.start : error.end]
+        raise ConfigError(
+            f"{where} holds {bad!r} at position {error.start}, a lone surrogate that cannot "
+            "be sent as UTF-8; decode the text with errors='replace' (or fix its source)"
+        ) from None
+
+
+def _content(content: Any, where: str) -> None:
+    if content is None:
+        return
+    if isinstance(content, str):
+        _text(content, where)
+        return
+    if not isinstance(content, list | tuple):
+        raise ConfigError(
+            f"{where} must be a string or a list of content parts like "
+            f"{{'type': 'text', 'text': ...}}, got {type(content).__name__}"
+        )
+    for i, part in enumerate(content):
+        if isinstance(part, str):
+            _text(part, f"{where}[{i}]")
+        elif not isinstance(part, Mapping):
+            raise ConfigError(
+                f"{where}[{i}] must be a content part like {{'type': 'text', 'text': ...}}, "
+                f"got {type(part).__name__}"
+            )
+        elif isinstance(part.get("text"), str):
+            _text(part["text"], f"{where}[{i}].text")
+
+
+def check_messages(messages: Any, name: str = "messages") -> None:
+    """A non-empty list of message dicts (or LiteLLM message objects) whose content can be
+    sent: a string, None, or a list of content parts, with no lone surrogates."""
+    if not isinstance(messages, list) or not messages:
+        raise ConfigError(
+            f"{name} must be a non-empty list of {{'role': ..., 'content': ...}} dicts, "
+            f"got {type(messages).__name__}"
+        )
+    for i, m in enumerate(messages):
+        if isinstance(m, Mapping):
+            _content(m.get("content"), f"{name}[{i}].content")
+        elif not hasattr(m, "role"):
+            raise ConfigError(
+                f"{name}[{i}] must be a dict with 'role' and 'content', got {type(m).__name__}"
+            )
+
+
+def check_call(kwargs: Mapping[str, Any], *, texts: Sequence[str] = ()) -> None:
+    """Refuse malformed call arguments before anything is sent, naming the field and fix.
+
+    `texts` names the prompt arguments whose strings must be sendable (`input`, `prompt`);
+    `messages` is checked by `check_messages`.
+    """
+    for key, why in REFUSED_KWARGS.items():
+        if key in kwargs:
+            raise ConfigError(f"{key}= is not accepted by the router: {why}")
+    for name in _COUNTS:
+        _count(kwargs, name)
+    stream = kwargs.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise ConfigError(f"stream must be True or False, got {stream!r}")
+    check_seconds(kwargs.get("deadline"), "deadline")
+    check_timeout(kwargs.get("timeout"), "timeout")
+    for name in texts:
+        value = kwargs.get(name)
+        if isinstance(value, str):
+            _text(value, name)
+        elif isinstance(value, list | tuple):
+            for i, item in enumerate(value):
+                if isinstance(item, str):
+                    _text(item, f"{name}[{i}]")
+                elif isinstance(item, Mapping):
+                    _content(item.get("content"), f"{name}[{i}].content")

@@ -1,0 +1,249 @@
+"""LiteLLM's own configuration loads faithfully: a model_list and a whole proxy config.yaml,
+every setting honoured or reported with its place; money read exactly; a CLI that never
+shows a traceback for a user's mistake."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policy_router import Budget, ConfigError, Money, Router
+from policy_router.__main__ import main
+from policy_router.testing import Fail, FakeProvider, Reply
+
+from .conftest import KEY_PREFIX, MESSAGES
+
+
+def deployment(fake: FakeProvider, model: str, **params: Any) -> dict[str, Any]:
+    return {
+        "model_name": "gpt",
+        "litellm_params": {
+            "model": f"openai/{model}",
+            "api_base": fake.base_url,
+            "api_key": f"{KEY_PREFIX}{model}",
+            **params,
+        },
+        "model_info": {"supports_function_calling": True},
+    }
+
+
+def test_an_unset_environment_variable_is_an_error_naming_it(
+    fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """os.environ/NAME that is not set raises naming NAME; never another key from the env."""
+    monkeypatch.delenv("NOPE_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    entry = deployment(fake, "a", api_key="os.environ/NOPE_KEY")
+    with pytest.raises(ConfigError, match=r"model_list\[0\].litellm_params.api_key: environment variable NOPE_KEY is not set"):
+        Router.from_litellm_model_list([entry])
+    assert fake.requests() == 0
+
+
+def test_model_info_costs_price_the_route(fake: FakeProvider) -> None:
+    """Per-token costs in model_info (or litellm_params) price the route exactly, so a
+    budget and cheapest-first work on a model_list as written."""
+    fake.script("a", Reply("ok", usage=(1000, 100)))
+    fake.script("b", Reply("ok", usage=(1000, 100)))
+    a = deployment(fake, "a")
+    a["model_info"].update(input_cost_per_token=2e-06, output_cost_per_token=8e-06)
+    b = deployment(fake, "b", input_cost_per_token=1e-06, output_cost_per_token=4e-06)
+    router = Router.from_litellm_model_list([a, b], budget=Budget("1.00"), order="cheapest")
+    routed = router.route(model="gpt", messages=MESSAGES, max_tokens=100)
+    assert routed.route.name == "openai/b"
+    assert routed.cost == Money(1000 * 1 + 100 * 4)
+    price = router.routes[0].prices.price_for("openai/a")
+    assert (price.input, price.output) == (2_000_000, 8_000_000)  # $2 and $8 per million
+
+
+def test_order_retries_and_what_is_not_applied(fake: FakeProvider) -> None:
+    """order sorts the group; num_retries becomes the route's Retry; weight, tags and
+    max_parallel_requests are listed by check() with their place."""
+    fake.script("first", Fail(503), Reply("second time lucky"))
+    entries = [
+        deployment(fake, "second", order=2, weight=3),
+        deployment(fake, "first", order=1, num_retries=1, tags=["eu"]),
+        deployment(fake, "third", max_parallel_requests=4),
+    ]
+    router = Router.from_litellm_model_list(entries)
+    assert [r.name for r in router.routes] == ["openai/first", "openai/second", "openai/third"]
+    routed = router.route(model="gpt", messages=MESSAGES)
+    assert [a.route for a in routed.journey.attempts] == ["openai/first", "openai/first"]
+    problems = router.check()
+    assert any(p.startswith("model_list[0]: weight is not applied") for p in problems)
+    assert any(p.startswith("model_list[1]: tags is not applied") for p in problems)
+    assert any(p.startswith("model_list[2]: max_parallel_requests is not applied") for p in problems)
+
+
+PROXY_CONFIG = """
+model_list:
+  - model_name: gpt
+    litellm_params:
+      model: openai/primary
+      api_base: {base}
+      api_key: os.environ/FAKE_KEY
+    model_info:
+      supports_function_calling: true
+      input_cost_per_token: 0.000001
+      output_cost_per_token: 0.000002
+  - model_name: gpt
+    litellm_params:
+      model: openai/backup
+      api_base: {base}
+      api_key: os.environ/FAKE_KEY
+      weight: 2
+    model_info:
+      supports_function_calling: true
+      input_cost_per_token: 0.000001
+      output_cost_per_token: 0.000002
+router_settings:
+  routing_strategy: latency-based-routing
+  num_retries: 1
+  allowed_fails: 1
+  cooldown_time: 45
+  timeout: 30
+  fallbacks: [{{"gpt": ["other"]}}]
+litellm_settings:
+  drop_params: true
+  success_callback: ["langfuse"]
+general_settings:
+  master_key: sk-1234
+"""
+
+
+def test_a_litellm_proxy_config_loads_with_from_config_and_check(
+    fake: FakeProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """model_list, router_settings and litellm_settings are taken where they apply; what
+    does not apply is listed by `check` (exit 1), never dropped in silence."""
+    monkeypatch.setenv("FAKE_KEY", f"{KEY_PREFIX}proxy")
+    path = tmp_path / "config.yaml"
+    path.write_text(PROXY_CONFIG.format(base=fake.base_url))
+    router = Router.from_config(path)
+    route = router.routes[0]
+    assert route.kwargs["timeout"] == 30 and route.kwargs["drop_params"] is True
+    fake.script("primary", Fail(503), Fail(503))
+    routed = router.route(model="gpt", messages=MESSAGES, max_tokens=5)
+    # num_retries 1: two requests to primary; allowed_fails 1: it then rests 45 s.
+    assert [a.route for a in routed.journey.attempts] == ["openai/primary"] * 2 + ["openai/backup"]
+    assert 40 < router.resting()["openai/primary"] <= 45
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    for note in (
+        "router_settings.fallbacks is not applied",
+        "litellm_settings.success_callback is not applied",
+        "general_settings is not applied",
+        "model_list[1]: weight is not applied",
+    ):
+        assert note in out
+    assert "sk-1234" not in out
+
+
+def test_money_in_yaml_is_read_exactly_from_its_text(
+    fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cap: 5.10` is 5.10 to the micro, not a binary float near it; toml alike."""
+    monkeypatch.setenv("FAKE_KEY", "sk-x")
+    text = f"""
+groups:
+  g:
+    routes:
+      - model: openai/a
+        api_base: {fake.base_url}
+        api_key: os.environ/FAKE_KEY
+        capabilities: {{tools: true}}
+budget: {{cap: 5.10}}
+deadline: 2.5
+"""
+    (tmp_path / "p.yaml").write_text(text)
+    router = Router.from_config(tmp_path / "p.yaml")
+    assert router.spending().cap == Money(5_100_000)
+    (tmp_path / "p.toml").write_text(
+        f'[budget]\ncap = 0.30\n[[groups.g.routes]]\nmodel = "openai/a"\n'
+        f'api_base = "{fake.base_url}"\napi_key = "os.environ/FAKE_KEY"\n'
+        "capabilities = {tools = true}\n"
+    )
+    assert Router.from_config(tmp_path / "p.toml").spending().cap == Money(300_000)
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "policy_router", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=60,
+    )
+
+
+@pytest.mark.slow
+def test_the_cli_prints_no_traceback_for_a_users_mistake(
+    fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group that does not exist, a missing file, a bad flag: one line on stderr and exit 2;
+    a reader that goes away (`prices | head -1`) ends quietly."""
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        f"groups:\n  g:\n    routes:\n      - model: openai/a\n        api_base: {fake.base_url}\n"
+        "        api_key: sk-literal-1234\n        capabilities: {tools: true}\n"
+    )
+    for args in (("explain", str(path), "--model", "nope"), ("check", "missing.yaml")):
+        done = cli(*args)
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        lines = done.stderr.splitlines()
+        assert lines[-1].startswith("error: ")
+        assert all(line.startswith(("error: ", "warning: ")) for line in lines)
+    assert cli("explain", str(path)).returncode == 2  # argparse: --model is required
+    piped = subprocess.run(
+        f"{sys.executable} -m policy_router prices | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert piped.stdout.strip() == "per million tokens" and "Traceback" not in piped.stderr
+
+
+def test_ctrl_c_ends_the_cli_with_130_and_no_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An interrupt is said in one word, exit code 130."""
+    import policy_router.__main__ as cli_module
+
+    def interrupted(*_: Any) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_module, "prices", interrupted)
+    assert main(["prices"]) == 130
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_journeys_and_explanations_read_short_in_a_repr(fake: FakeProvider) -> None:
+    """repr() of a journey, a Routed and an explanation is one short line, not a dump."""
+    from .conftest import fake_route
+
+    fake.script("a", Fail(503))
+    router = Router([fake_route(fake, "a"), fake_route(fake, "b")])
+    routed = router.route(model="g", messages=MESSAGES)
+    assert repr(routed.journey) == (
+        f"<Journey 'g': answered by openai/b after 2 requests, 0 skipped, "
+        f"{routed.journey.elapsed:.2f} s>"
+    )
+    assert repr(routed).startswith("<Routed by 'openai/b' after 2 requests")
+    assert repr(router.explain(model="g", messages=MESSAGES)) == (
+        "<Explanation 'g': would try openai/a, openai/b; 0 skipped>"
+    )
+
+
+def test_restart_without_a_callback_is_refused(fake: FakeProvider) -> None:
+    """stream_failure='restart' needs on_restart: a plain reader would get spliced text."""
+    from .conftest import fake_route
+
+    with pytest.raises(ConfigError, match="needs on_restart"):
+        Router([fake_route(fake, "a")], stream_failure="restart")
