@@ -131,7 +131,10 @@ class HealthBook:
     """A breaker bound to a store: admits routes and records outcomes, atomically.
 
     Each method is a `Steps` generator (see `store.py`): it yields one `update_health`
-    call and does no I/O itself, so the sync and async drivers share it.
+    call and does no I/O itself, so the sync and async drivers share it. `token` names the
+    attempt: a probe it claims is its own, and each of its writes is applied once however
+    often a shared store receives it (a retry after a lost reply counts no failure twice).
+    Outcomes are writes the request need not wait for; the claim is not.
     """
 
     def __init__(self, breaker: Breaker, store: Store, emit: Callable[[object], None]) -> None:
@@ -139,7 +142,7 @@ class HealthBook:
         self.store = store
         self._emit = emit
 
-    def admit(self, route: str, now: float) -> Steps[Skip | None]:
+    def admit(self, route: str, now: float, token: str = "") -> Steps[Skip | None]:
         reason: str | None = None
 
         def change(h: Health) -> Health:
@@ -147,7 +150,7 @@ class HealthBook:
             new, reason = self.breaker.admit(h, now)
             return new
 
-        h: Health = yield StoreCall("update_health", (route, change))
+        h: Health = yield StoreCall("update_health", (route, change), _op(token, "admit"))
         if reason is None:
             return None
         return Skip(
@@ -157,10 +160,13 @@ class HealthBook:
             {"rest_left": max(h.rest_until - now, 0.0), "failures": h.failures},
         )
 
-    def release(self, route: str) -> Steps[None]:
-        yield StoreCall("update_health", (route, self.breaker.release))
+    def release(self, route: str, token: str = "") -> Steps[None]:
+        """Give back a probe the attempt claimed but did not use."""
+        yield StoreCall(
+            "update_health", (route, self.breaker.release), _op(token, "release"), write=True
+        )
 
-    def succeeded(self, route: str) -> Steps[None]:
+    def succeeded(self, route: str, token: str = "") -> Steps[None]:
         before: Health | None = None
 
         def change(h: Health) -> Health:
@@ -168,11 +174,11 @@ class HealthBook:
             before = h
             return self.breaker.succeeded(h)
 
-        yield StoreCall("update_health", (route, change))
+        yield StoreCall("update_health", (route, change), _op(token, "succeeded"), write=True)
         if before is not None and before.state != "closed":
             self._emit(RestClosed(route, before.failures))
 
-    def failed(self, route: str, fault: Fault, now: float) -> Steps[None]:
+    def failed(self, route: str, fault: Fault, now: float, token: str = "") -> Steps[None]:
         before: Health | None = None
 
         def change(h: Health) -> Health:
@@ -180,7 +186,9 @@ class HealthBook:
             before = h
             return self.breaker.failed(h, fault, now)
 
-        after: Health = yield StoreCall("update_health", (route, change))
+        after: Health = yield StoreCall(
+            "update_health", (route, change), _op(token, "failed"), write=True
+        )
         if after.state == "open" and before is not None and before.state != "open":
             self._emit(
                 RestOpened(
@@ -191,3 +199,7 @@ class HealthBook:
                     first=before.state == "closed",
                 )
             )
+
+
+def _op(token: str, what: str) -> dict[str, str]:
+    return {"token": token, "op": f"{token}:{what}" if token else ""}

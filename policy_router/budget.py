@@ -283,11 +283,12 @@ class Ledger:
             "settle",
             (self.budget.name, held.id, cost),
             {"measured": measured, "bounded": held.bounded},
+            write=True,
         )
         return self.money(cost), measured
 
     def release(self, held: Reservation) -> Steps[None]:
-        yield StoreCall("release", (self.budget.name, held.id))
+        yield StoreCall("release", (self.budget.name, held.id), write=True)
 
     def spending(self) -> Spending:
         s = self.store.spend_state(self.budget.name)

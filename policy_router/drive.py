@@ -93,8 +93,15 @@ async def adrive(
 _LATER: set[asyncio.Task[Any]] = set()
 
 
-async def step(plan: Plan, steps: Steps[T], *, undo: Callable[[T], None] | None = None) -> T:
-    """Run a plan step from async code (see `store.aperform`).
+async def step(
+    plan: Plan,
+    steps: Steps[T],
+    *,
+    undo: Callable[[T], None] | None = None,
+    bounded: bool = True,
+) -> T:
+    """Run a plan step from async code (see `store.aperform`); waits on a remote store end
+    at the request's deadline unless `bounded` is False.
 
     With an in-process store it runs inline, to the end, without yielding to the loop.
     With a remote store its calls are awaited; if the awaiting task is cancelled then, the
@@ -103,7 +110,7 @@ async def step(plan: Plan, steps: Steps[T], *, undo: Callable[[T], None] | None 
     """
     if not plan.store.remote:
         return plan.run(steps)
-    task = asyncio.ensure_future(aperform(plan.store, steps))
+    task = asyncio.ensure_future(aperform(plan.store, steps, plan.deadline if bounded else None))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -170,17 +177,19 @@ def _within(plan: Plan, send: Send, open_: Callable[[Send], T], final: bool) -> 
 
 
 def _settle_late(plan: Plan, send: Send, future: Future[Any], final: bool) -> None:
+    # The caller has gone: these writes are made in this worker, whatever the deadline.
     error = future.exception()
     if error is not None:
-        plan.run(plan.settle_late(send, None, transport.classify(error) or _DEADLINE))
+        fault = transport.classify(error) or _DEADLINE
+        plan.run(plan.settle_late(send, None, fault), bounded=False)
         return
     result = future.result()
     if final:
-        plan.run(plan.settle_late(send, transport.usage_of(result), None))
+        plan.run(plan.settle_late(send, transport.usage_of(result), None), bounded=False)
     else:
         # A stream opened after the caller left: nobody will read it. It is closed and
         # charged its reservation, since the provider was generating for it.
         close = getattr(result[1], "close", None)
         if close is not None:
             close()
-        plan.run(plan.settle_late(send, None, None))
+        plan.run(plan.settle_late(send, None, None), bounded=False)

@@ -14,7 +14,6 @@ or `await aperform(plan.store, ...)` (async); see `store.py`.
 from __future__ import annotations
 
 import random
-import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -31,12 +30,13 @@ from .errors import (
     OverBudgetError,
     RefusedError,
 )
+from .ids import new_id
 from .journey import Attempt, Check, Journey, Skip
 from .outcome import Fault, FaultKind
 from .prices import Money, Usage
 from .requirements import Requirements
 from .route import Route
-from .store import Health, InMemoryStore, Steps, Store, StoreCall, perform
+from .store import Health, InMemoryStore, Steps, Store, StoreCall, StoreDeadline, perform
 
 if TYPE_CHECKING:
     from .breaker import HealthBook
@@ -73,6 +73,8 @@ class Send:
     timeout: float | None = None
     number: int = 1
     probe: bool = False
+    token: str = ""
+    """Names this attempt to the store: the probe it claims is its own."""
 
     @property
     def route(self) -> Route:
@@ -125,7 +127,8 @@ class Plan:
         self._on_result = on_result
         self._rng = rng or random.Random()
         self._started = clock.now()
-        self.id = uuid.uuid4().hex[:16]
+        self.id = new_id()
+        self._sends = 0
         self._steps: list[Skip | Attempt] = []
         eligible, skips = sifted if sifted is not None else sift(candidates, needs)
         for skip in skips:
@@ -147,29 +150,50 @@ class Plan:
         self._emit(step)
 
     # -- what to do next -------------------------------------------------------------------
-    def run(self, steps: Steps[T]) -> T:
-        """Run one of this plan's steps against its store, in this thread."""
-        return perform(self.store, steps)
+    def run(self, steps: Steps[T], *, bounded: bool = True) -> T:
+        """Run one of this plan's steps against its store, in this thread; waits on a
+        remote store end at the request's deadline unless `bounded` is False (a stream's
+        settle after its first chunk, which the deadline no longer covers)."""
+        return perform(self.store, steps, self.deadline if bounded else None)
 
     def next(self) -> Steps[Send | None]:
         """The next route to send to, or None when the request is answered or cannot be.
 
         Checks run in DESIGN §2's order: breaker, then budget (whose reservation is taken
-        here, atomically), then the deadline. The outcome methods settle or release.
+        here, atomically), then the deadline. The outcome methods settle or release. When
+        the deadline passes while the store is being asked, the request expires: what the
+        attempt may have claimed is given back, deferred to the store.
         """
         if self._answered is not None or self._stop is not None or self.expired:
             return None
+        try:
+            return (yield from self._next())
+        except StoreDeadline:
+            self.expired = True
+            return None
+
+    def _next(self) -> Steps[Send | None]:
         if self._by_health is not None:
             seen: Mapping[str, Health] = yield StoreCall("all_health")
             ordered = self._by_health([c for c, _, _ in self._queue], seen)
             self._queue = deque((c, 0.0, 1) for c in ordered)
             self._by_health = None
         while self._queue:
+            if self.deadline is not None and self.deadline.passed():
+                self.expired = True
+                return None
             candidate, wait, number = self._queue.popleft()
             name = candidate.name
+            self._sends += 1
+            token = f"{self.id}.{self._sends}"
             if self._health is not None:
                 # A retry is checked as of when it will be sent, after its wait.
-                skip = yield from self._health.admit(name, self._clock.now() + wait)
+                try:
+                    skip = yield from self._health.admit(name, self._clock.now() + wait, token)
+                except StoreDeadline:
+                    # The claim's outcome is unknown: give back a probe it may have taken.
+                    yield from self._health.release(name, token)
+                    raise
                 if skip is not None:
                     self._record(skip)
                     continue
@@ -178,7 +202,7 @@ class Plan:
                 admitted = yield from self._ledger.admit(candidate, self._facts)
                 if isinstance(admitted, Skip):
                     if self._health is not None:
-                        yield from self._health.release(name)
+                        yield from self._health.release(name, token)
                     self._record(admitted)
                     continue
                 held = admitted
@@ -186,7 +210,7 @@ class Plan:
             if self.deadline is not None:
                 left = self.deadline.left() - wait
                 if left <= 0:
-                    yield from self._give_back(name, held)
+                    yield from self._give_back(name, held, token)
                     self.expired = True
                     return None
                 # The router holds the deadline itself (cancelling, or abandoning a sync
@@ -195,14 +219,16 @@ class Plan:
                 # on every call built a new client and connection for each one.
                 length = self.deadline.seconds
                 timeout = length if timeout is None else min(timeout, length)
-            return Send(candidate, self._clock.now() + wait, held, wait, timeout, number)
+            return Send(
+                candidate, self._clock.now() + wait, held, wait, timeout, number, token=token
+            )
         return None
 
-    def _give_back(self, route: str, held: Reservation | None) -> Steps[None]:
+    def _give_back(self, route: str, held: Reservation | None, token: str) -> Steps[None]:
         if held is not None and self._ledger is not None:
             yield from self._ledger.release(held)
         if self._health is not None:
-            yield from self._health.release(route)
+            yield from self._health.release(route, token)
 
     # -- outcomes --------------------------------------------------------------------------
     def answered(
@@ -212,7 +238,7 @@ class Plan:
         its cost is settled later by `finished`."""
         cost = (yield from self._settle(send, usage)) if final else None
         if self._health is not None:
-            yield from self._health.succeeded(send.route.name)
+            yield from self._health.succeeded(send.route.name, send.token)
         elapsed = self._since(send)
         if self._on_result is not None:
             self._on_result(send.route.name, "answered", elapsed)
@@ -255,7 +281,7 @@ class Plan:
         self._last_fault = fault
         if not fault.sent:
             if self._health is not None:
-                yield from self._health.release(send.route.name)
+                yield from self._health.release(send.route.name, send.token)
             self._record(
                 Skip(
                     send.route.name,
@@ -294,7 +320,7 @@ class Plan:
         if not sent:
             yield from self._release(send)
         if self._health is not None:
-            yield from self._health.release(send.route.name)
+            yield from self._health.release(send.route.name, send.token)
         then = "charged its reservation" if sent else "released; nothing was sent"
         self._record(
             replace(self._failure(send, _CANCELLED, then, cost), outcome="cancelled", status=None)
@@ -305,18 +331,18 @@ class Plan:
         if fault is None:
             yield from self._settle(send, usage)
             if self._health is not None:
-                yield from self._health.succeeded(send.route.name)
+                yield from self._health.succeeded(send.route.name, send.token)
         else:
             yield from self._release(send)
             if self._health is not None:
                 yield from self._health.failed(
-                    send.route.name, _redacted(send, fault), self._clock.now()
+                    send.route.name, _redacted(send, fault), self._clock.now(), send.token
                 )
 
     def _fault_seen(self, send: Send, fault: Fault) -> Steps[None]:
         if self._health is not None:
             yield from self._health.failed(
-                send.route.name, _redacted(send, fault), self._clock.now()
+                send.route.name, _redacted(send, fault), self._clock.now(), send.token
             )
         if self._on_result is not None:
             self._on_result(send.route.name, fault.kind.value, self._since(send))
@@ -354,7 +380,7 @@ class Plan:
         cost = yield from self._settle(send, usage)
         if self._health is not None:
             yield from self._health.failed(
-                send.route.name, _redacted(send, fault), self._clock.now()
+                send.route.name, _redacted(send, fault), self._clock.now(), send.token
             )
         self._answered = None
         self._last_fault = fault

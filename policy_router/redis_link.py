@@ -142,6 +142,11 @@ class Link:
         self._answered()
         return result
 
+    def defer(self, commands: Write) -> None:
+        """Keep a write for the next time Redis is reached, without trying it now."""
+        with self.lock:
+            self.backlog.append(commands)
+
     def write(self, commands: Write) -> None:
         """Make a budget write now, or keep it for when Redis answers again."""
         try:

@@ -2,15 +2,15 @@
 
 The same interface as `InMemoryStore` (see `store.py`); nothing above the store changes.
 
-Budget: `reserve` is one Lua script (check the cap and reserve in one step), `settle` and
-`release` one MULTI transaction each, so processes on any number of machines share one cap
-and cannot overshoot it when `max_tokens` is set.
+Budget: `reserve`, `settle` and `release` are one Lua script each, keyed by the
+reservation's id: a reserve of an id already held holds it once, a settle or release applies
+only while the id is held and marks it done in the same script, so any of them repeated (a
+client retry on a new connection, a replay from the backlog after a lost reply) changes
+nothing. Processes on any number of machines share one cap and cannot overshoot it when
+every call's bound is finite.
 
-Health: a route's record is a Redis hash whose times are on the *server's* clock (`TIME`),
-read and written under WATCH, so exactly one process claims a half-open probe, and a rest
-started by one process is seen by every other on its next call. The record is handed to
-the router converted to the router's own clock, so the breaker's pure transitions run
-unchanged. A probe claimed by a process that then died is given up after `probe_lease`.
+Health: see `redis_health.py` (records on the server's clock, versioned writes applied once
+per write id, probes owned by the attempt that claimed them).
 
 Sync calls use redis-py's `redis` client; async calls await a `redis.asyncio` client of
 their own event loop (the decision core yields its store calls, see `store.py`), so an
@@ -40,8 +40,14 @@ from urllib.parse import urlsplit
 
 from .clock import Clock, MonotonicClock
 from .errors import ConfigError, StoreUnavailableError
+from .redis_health import ALL, DONE_TTL, Keys, Update, decode_all, free_probe
+from .redis_health import arun as arun_update
+from .redis_health import run as run_update
 from .redis_link import Link, Write, address
-from .store import Health, InMemoryStore, SpendState
+from .store import Health, InMemoryStore, SpendState, StoreCall
+
+# Outcome writes: whatever their fate, the attempt no longer needs its probe.
+_OUTCOMES = (":release", ":succeeded", ":failed")
 
 # redis-py's clients are taken as Any (see redis_link.py).
 _Client = Any
@@ -50,11 +56,11 @@ __all__ = ["RedisStore"]
 
 # The budget's keys: KEYS[1] its account (a hash of spent, reserved, calls, ...), KEYS[2]
 # its holds (reservation id -> amount), KEYS[3] the id's "done" marker, which outlives the
-# hold by `_DONE_TTL` seconds so that a write repeated after a lost reply changes nothing.
+# hold by `DONE_TTL` seconds so that a write repeated after a lost reply changes nothing.
 
 # Checks the cap and holds the amount under the id, in one step; an id already held is
 # held, and an id already settled or released is refused (its reserve arrived late).
-_RESERVE = """
+_RESERVE = """-- policy_router: reserve
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 1 end
 if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 local v = redis.call('HMGET', KEYS[1], 'spent', 'reserved')
@@ -69,7 +75,7 @@ return 1
 
 # Replaces the hold by the call's cost and counts the call, once per id. An id never held
 # (an unpriced call, or a hold dropped by drop_reservations) is counted with nothing to free.
-_SETTLE = """
+_SETTLE = """-- policy_router: settle
 if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 redis.call('SET', KEYS[3], '1', 'EX', ARGV[5])
 local held = redis.call('HGET', KEYS[2], ARGV[1])
@@ -86,7 +92,7 @@ return 1
 
 # Gives the hold back, once; marks the id done even when it is not held yet, so a reserve
 # still on its way (sent before its reply was lost) is refused when it arrives.
-_RELEASE = """
+_RELEASE = """-- policy_router: release
 redis.call('SET', KEYS[3], '1', 'EX', ARGV[2])
 local held = redis.call('HGET', KEYS[2], ARGV[1])
 if held then
@@ -101,33 +107,6 @@ local v = redis.call('HMGET', KEYS[1], 'spent', 'reserved', 'calls', 'unmeasured
 table.insert(v, redis.call('HLEN', KEYS[2]))
 return v
 """
-
-# A done marker outlives any reply that could still be on its way.
-_DONE_TTL = 86400
-
-# A record and the server's clock in one round trip.
-_READ = """
-local t = redis.call('TIME')
-return {t[1], t[2], redis.call('HGETALL', KEYS[1])}
-"""
-
-# Every route's record and the server's clock in one round trip; expired routes leave
-# the index. (Keys are built from ARGV, which a Redis Cluster would refuse.)
-_ALL = """
-local t = redis.call('TIME')
-local out = {t[1], t[2]}
-for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local record = redis.call('HGETALL', ARGV[1] .. name)
-  if #record == 0 then
-    redis.call('SREM', KEYS[1], name)
-  else
-    table.insert(out, name)
-    table.insert(out, record)
-  end
-end
-return out
-"""
-
 
 
 def _spend(values: list[Any]) -> SpendState:
@@ -149,12 +128,17 @@ class RedisStore:
     holder is forgotten after `probe_lease` seconds; a health record nobody touched for
     `keep_health` seconds after its rest expires on the server.
 
-    It promises no overshoot of a cap across processes when `max_tokens` is set, and one
-    half-open probe at a time across processes. It does not promise exactly-once budget
-    writes: a settle whose reply was lost may be written twice when it is replayed, which
-    over-counts spending and never under-counts it. A process killed during a call leaves
-    that call's reservation held (the cap shrinks by it, it is never overshot) until
-    `drop_reservations(budget)` is called while no process runs calls. Needs the `redis` extra (`pip install 'policy-router[redis]'`).
+    It promises no overshoot of a cap across processes when every call's bound is finite,
+    one half-open probe at a time across processes, and that every write takes effect
+    exactly once whatever is lost or repeated on the way: a reply lost after Redis ran the
+    command, a Redis slower than `timeout`, a replay after an outage. An outcome that is
+    unknown is resolved on the next contact, before anything is read: a reservation whose
+    reply was lost is released by id (and a copy of it arriving late is refused), a probe
+    whose claim was not confirmed is given back. `timeout` is the longest one command waits:
+    a timeout is never retried (a broken connection is, once, which the ids make safe).
+    A process killed during a call leaves that call's reservation held (the cap shrinks by
+    it, it is never overshot) until `drop_reservations(budget)` is called while no process
+    runs calls. Needs the `redis` extra (`pip install 'policy-router[redis]'`).
     """
 
     remote = True
@@ -252,11 +236,11 @@ class RedisStore:
         return (_RESERVE, *self._keys(budget, hold), hold, amount, cap_arg)
 
     def _settle(self, budget: str, hold: str, cost: int, measured: bool, bounded: bool) -> Write:
-        args = (hold, cost, int(not measured), int(not bounded), _DONE_TTL)
+        args = (hold, cost, int(not measured), int(not bounded), DONE_TTL)
         return [("eval", (_SETTLE, *self._keys(budget, hold), *args))]
 
     def _release(self, budget: str, hold: str) -> Write:
-        return [("eval", (_RELEASE, *self._keys(budget, hold), hold, _DONE_TTL))]
+        return [("eval", (_RELEASE, *self._keys(budget, hold), hold, DONE_TTL))]
 
     def reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
         script = self._reserve(budget, hold, amount, cap)
@@ -306,131 +290,77 @@ class RedisStore:
             self._local.reset_health()
         return self._local
 
-    def _decode(self, reply: list[Any]) -> tuple[Health, float, float, bool]:
-        """A `_READ` reply as a record on the router's clock, the clock offset, the
-        server's time, and whether the record exists."""
-        seconds, micros, flat = reply
-        server_now = int(seconds) + int(micros) / 1e6
-        offset = self._clock.now() - server_now
-        f = dict(zip(flat[::2], flat[1::2], strict=True))
-        if not f:
-            return Health(), offset, server_now, False
-        rest_until = float(f.get("rest_until", 0.0))
-        probing = f.get("probing") == "1"
-        if probing and server_now - float(f.get("probe_at", 0.0)) > self._probe_lease:
-            probing = False  # its prober never reported back
-        health = Health(
-            state=f.get("state", "closed"),
-            failures=int(f.get("failures", 0)),
-            rest_until=rest_until + offset if rest_until else 0.0,
-            rest=float(f.get("rest", 0.0)),
-            probing=probing,
-            last_error=f.get("last_error", ""),
-            opened=int(f.get("opened", 0)),
+    def _update(
+        self, route: str, change: Callable[[Health], Health], token: str, op: str
+    ) -> Update:
+        return Update(
+            Keys(self.namespace, route),
+            change,
+            token=token,
+            op=op,
+            clock=self._clock,
+            probe_lease=self._probe_lease,
+            keep=self._keep,
         )
-        return health, offset, server_now, True
 
-    def _write(
-        self, pipe: Any, route: str, old: Health, new: Health, offset: float, server_now: float
-    ) -> None:
-        """Queue the commands that store `new` (after WATCH and MULTI)."""
-        key = self._health_key(route)
-        if new == Health():
-            pipe.delete(key)
-            pipe.srem(self._index, route)
-            return
-        rest_until = new.rest_until - offset if new.rest_until else 0.0
-        fields: dict[str, str | int] = {
-            "state": new.state,
-            "failures": new.failures,
-            "rest_until": repr(rest_until),
-            "rest": repr(new.rest),
-            "probing": int(new.probing),
-            "last_error": new.last_error,
-            "opened": new.opened,
-        }
-        if new.probing and not old.probing:
-            fields["probe_at"] = repr(server_now)
-        pipe.hset(key, mapping=fields)
-        pipe.expire(key, int(max(rest_until - server_now, 0.0)) + self._keep)
-        pipe.sadd(self._index, route)
+    def _unconfirmed(self, update: Update, change: Callable[[Health], Health]) -> Health:
+        """A health write Redis did not confirm: this process's view takes it, and a probe
+        the attempt may hold in Redis is given back once Redis is reached."""
+        if update.token and (update.claimed or update.op.endswith(_OUTCOMES)):
+            self._link.defer(free_probe(update.keys, update.token))
+        return self._local_view().update_health(update.keys.route, change)
 
     def health(self, route: str) -> Health:
-        key = self._health_key(route)
+        return self.all_health().get(route, Health())
+
+    def update_health(
+        self, route: str, change: Callable[[Health], Health], *, token: str = "", op: str = ""
+    ) -> Health:
+        update = self._update(route, change, token, op)
         try:
-            return self._decode(self._link.run(lambda r: r.eval(_READ, 1, key)))[0]
+            return self._link.run(lambda r: run_update(r, update.steps()))
         except StoreUnavailableError:
-            return self._local_view().health(route)
+            return self._unconfirmed(update, change)
 
-    # update_health applies `change` atomically: most calls change nothing (a closed route
-    # admitted, a healthy one answering) and one read decides them; a change is written
-    # under WATCH, read again and re-applied if another process wrote first.
-    def update_health(self, route: str, change: Callable[[Health], Health]) -> Health:
-        key = self._health_key(route)
-
-        def transact(pipe: Any) -> Health:
-            old, offset, server_now, _ = self._decode(pipe.eval(_READ, 1, key))
-            new = change(old)
-            pipe.multi()
-            self._write(pipe, route, old, new, offset, server_now)
-            return new
-
-        def op(r: _Client) -> Health:
-            old = self._decode(r.eval(_READ, 1, key))[0]
-            new = change(old)
-            if new == old:
-                return new
-            result: Health = r.transaction(transact, key, value_from_callable=True)
-            return result
-
+    async def aupdate_health(
+        self, route: str, change: Callable[[Health], Health], *, token: str = "", op: str = ""
+    ) -> Health:
+        update = self._update(route, change, token, op)
         try:
-            return self._link.run(op)
+            return await self._link.arun(lambda r: arun_update(r, update.steps()))
         except StoreUnavailableError:
+            return self._unconfirmed(update, change)
+
+    def defer(self, call: StoreCall) -> Any:
+        """Make a write the deadline cut short once Redis is next reached (see
+        `store.perform`): a budget write by its id; a health write in this process's view,
+        with the attempt's probe given back in Redis."""
+        if call.method in ("settle", "release"):
+            self._link.defer(getattr(self, "_" + call.method)(*call.args, **call.kwargs))
+            return None
+        if call.method == "update_health":
+            route, change = call.args
+            token = call.kwargs.get("token", "")
+            if token:
+                self._link.defer(free_probe(Keys(self.namespace, route), token))
             return self._local_view().update_health(route, change)
-
-    async def aupdate_health(self, route: str, change: Callable[[Health], Health]) -> Health:
-        key = self._health_key(route)
-
-        async def transact(pipe: Any) -> Health:
-            old, offset, server_now, _ = self._decode(await pipe.eval(_READ, 1, key))
-            new = change(old)
-            pipe.multi()
-            self._write(pipe, route, old, new, offset, server_now)
-            return new
-
-        async def op(r: _Client) -> Health:
-            old = self._decode(await r.eval(_READ, 1, key))[0]
-            new = change(old)
-            if new == old:
-                return new
-            result: Health = await r.transaction(transact, key, value_from_callable=True)
-            return result
-
-        try:
-            return await self._link.arun(op)
-        except StoreUnavailableError:
-            return self._local_view().update_health(route, change)
-
-    def _all(self, reply: list[Any]) -> dict[str, Health]:
-        seconds, micros, *pairs = reply
-        return {
-            name: self._decode([seconds, micros, flat])[0]
-            for name, flat in zip(pairs[::2], pairs[1::2], strict=True)
-        }
+        raise ValueError(f"RedisStore.defer: {call.method} is not a write")
 
     def all_health(self) -> dict[str, Health]:
-        args = (_ALL, 1, self._index, self._health_key(""))
+        args = (ALL, 1, self._index, self._health_key(""))
         try:
-            return self._all(self._link.run(lambda r: r.eval(*args)))
+            reply = self._link.run(lambda r: r.eval(*args))
         except StoreUnavailableError:
             return self._local_view().all_health()
+        return decode_all(reply, self._clock, self._probe_lease)
 
     async def aall_health(self) -> dict[str, Health]:
-        args = (_ALL, 1, self._index, self._health_key(""))
+        args = (ALL, 1, self._index, self._health_key(""))
         try:
-            return self._all(await self._link.arun(lambda r: r.eval(*args)))
+            reply = await self._link.arun(lambda r: r.eval(*args))
         except StoreUnavailableError:
             return self._local_view().all_health()
+        return decode_all(reply, self._clock, self._probe_lease)
 
     def reset_health(self, route: str | None = None) -> None:
         """Forget health records, in Redis for every process sharing them.

@@ -16,19 +16,31 @@ The decision core does no I/O, not even to the store: the ledger, the health boo
 plan are generators that *yield* a `StoreCall` and are sent its result. `perform` runs them
 against a store synchronously, `aperform` from async code, awaiting a remote store's async
 methods (`areserve`, ...) so an event loop never waits on a socket. One core, two loops.
+
+Given the request's deadline, both bound every wait on a remote store by the time left: a
+read or a claim the deadline cuts short fails into the core as `StoreDeadline` (so the
+request ends with `DeadlineExceededError`, nothing sent), and a write it cuts short is
+handed to the store's `defer`, to be made when the store is next reached. Writes are
+idempotent by id, so a write that was cut short but did arrive is not made twice.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cachetools import LRUCache
 
+from .errors import StoreUnavailableError
+
 if TYPE_CHECKING:
     from .clock import Clock
+    from .deadline import Deadline
 
 __all__ = [
     "Health",
@@ -39,6 +51,7 @@ __all__ = [
     "Steps",
     "Store",
     "StoreCall",
+    "StoreDeadline",
     "aperform",
     "perform",
 ]
@@ -99,44 +112,93 @@ class StoreBack:
 
 @dataclass(frozen=True, slots=True)
 class StoreCall:
-    """One store operation the decision core asks for: a `Store` method and its arguments."""
+    """One store operation the decision core asks for: a `Store` method and its arguments.
+
+    `write` marks a call whose result the request need not wait for (a settle, a release,
+    an outcome's health record): under a deadline it may be deferred, never dropped.
+    """
 
     method: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+    write: bool = False
+
+
+class StoreDeadline(StoreUnavailableError):
+    """The request's deadline passed while it waited on the store."""
 
 
 # A step of the decision core: yields StoreCalls, is sent their results, returns a T.
 Steps = Generator[StoreCall, Any, T]
 
+# Sync store calls under a deadline run here, so the caller stops waiting at the deadline
+# (a socket timeout cannot be set per command); threads are made only as calls need them.
+_WAITERS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="policy_router-store")
 
-def perform(store: Store, steps: Steps[T]) -> T:
+
+def perform(store: Store, steps: Steps[T], deadline: Deadline | None = None) -> T:
     """Run `steps` to the end against `store`, in this thread.
 
     A store's exception is thrown into the steps at the yield that asked for it, so the
     core handles it where it happened (the budget turns an unreachable store into a skip).
+    With a `deadline`, each wait on a remote store is bounded by the time left (see the
+    module docstring).
     """
     outcome: tuple[Any, Exception | None] = (None, None)
     while not isinstance(call := _resume(steps, outcome), _Done):
         try:
-            outcome = (getattr(store, call.method)(*call.args, **call.kwargs), None)
+            method = getattr(store, call.method)
+            if deadline is None or not store.remote:
+                outcome = (method(*call.args, **call.kwargs), None)
+                continue
+            left = deadline.left()
+            if left <= 0:
+                outcome = (_too_late(store, call, left), None)
+                continue
+            future = _WAITERS.submit(method, *call.args, **call.kwargs)
+            try:
+                outcome = (future.result(timeout=left), None)
+            except FutureTimeout:
+                outcome = (_too_late(store, call, left), None)
         except Exception as exc:
             outcome = (None, exc)
     return call.value  # type: ignore[no-any-return]
 
 
-async def aperform(store: Store, steps: Steps[T]) -> T:
-    """`perform` for async code: a remote store's `a<method>` is awaited; an in-process
-    store's method is called directly (a few dict operations under a lock)."""
+async def aperform(store: Store, steps: Steps[T], deadline: Deadline | None = None) -> T:
+    """`perform` for async code: a remote store's `a<method>` is awaited (bounded by the
+    deadline, when given); an in-process store's method is called directly (a few dict
+    operations under a lock)."""
     if not store.remote:
         return perform(store, steps)
     outcome: tuple[Any, Exception | None] = (None, None)
     while not isinstance(call := _resume(steps, outcome), _Done):
         try:
-            outcome = (await getattr(store, "a" + call.method)(*call.args, **call.kwargs), None)
+            method = getattr(store, "a" + call.method)
+            if deadline is None:
+                outcome = (await method(*call.args, **call.kwargs), None)
+                continue
+            left = deadline.left()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                async with asyncio.timeout(left):
+                    outcome = (await method(*call.args, **call.kwargs), None)
+            except TimeoutError:
+                outcome = (_too_late(store, call, left), None)
         except Exception as exc:
             outcome = (None, exc)
     return call.value  # type: ignore[no-any-return]
+
+
+def _too_late(store: Store, call: StoreCall, waited: float) -> Any:
+    """A call the deadline cut short: a write is deferred to the store, a read fails."""
+    if call.write:
+        return store.defer(call)
+    raise StoreDeadline(
+        f"the request's deadline passed while waiting {max(waited, 0.0):.2f} s on the "
+        f"store's {call.method}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,8 +256,20 @@ class Store(Protocol):
 
     def health(self, route: str) -> Health: ...
 
-    def update_health(self, route: str, change: Callable[[Health], Health]) -> Health:
-        """Apply `change` to a route's record atomically and return the new record."""
+    def update_health(
+        self, route: str, change: Callable[[Health], Health], *, token: str = "", op: str = ""
+    ) -> Health:
+        """Apply `change` to a route's record atomically and return the new record.
+
+        `token` names the attempt on whose behalf the write is made (it owns a probe it
+        claims); `op` names the write itself, which a shared store applies once however
+        often it is repeated.
+        """
+        ...
+
+    def defer(self, call: StoreCall) -> Any:
+        """Make the write `call` later, when the store is next reached, without waiting;
+        return what this process's view says meanwhile. Only remote stores are asked."""
         ...
 
     def all_health(self) -> dict[str, Health]: ...
@@ -277,11 +351,17 @@ class InMemoryStore:
         with self._lock:
             return self._health.get(route, Health())
 
-    def update_health(self, route: str, change: Callable[[Health], Health]) -> Health:
+    def update_health(
+        self, route: str, change: Callable[[Health], Health], *, token: str = "", op: str = ""
+    ) -> Health:
         with self._lock:
             new = change(self._health.get(route, Health()))
             self._health[route] = new
             return new
+
+    def defer(self, call: StoreCall) -> Any:
+        # Nothing here waits on a network: a deferred write is simply made now.
+        return getattr(self, call.method)(*call.args, **call.kwargs)
 
     def all_health(self) -> dict[str, Health]:
         with self._lock:

@@ -9,7 +9,8 @@ reason was cut short and raises too, rather than passing for a complete answer.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,10 +189,17 @@ class _Routed:
         return self._watch.hidden_params
 
     def __del__(self) -> None:
-        # A stream dropped unread still settles its reservation: nothing stays held.
+        # A stream dropped unread gives back all it held, as close() does: its money is
+        # settled, and the provider's connection goes back to LiteLLM's pool (which holds
+        # 100: a hundred dropped streams would otherwise stall the next call for good).
         watch = getattr(self, "_watch", None)
-        if watch is not None and not watch.done:
-            watch.plan.run(watch.closed())
+        if watch is None or watch.done:
+            return
+        watch.plan.run(watch.closed(), bounded=False)
+        self._release_connection()
+
+    def _release_connection(self) -> None:
+        raise NotImplementedError
 
 
 class RoutedStream(_Routed, Iterator[Any]):
@@ -220,7 +228,7 @@ class RoutedStream(_Routed, Iterator[Any]):
             try:
                 chunk = next(self._it)
             except StopIteration:
-                error = w.plan.run(w.ended())
+                error = w.plan.run(w.ended(), bounded=False)
                 if error is None:
                     raise
                 self._fail(error)
@@ -233,7 +241,9 @@ class RoutedStream(_Routed, Iterator[Any]):
 
     def _fail(self, exc: BaseException) -> None:
         watch = self._watch
-        error = watch.plan.run(watch.failed(exc, restart=self._reopen is not None))
+        error = watch.plan.run(
+            watch.failed(exc, restart=self._reopen is not None), bounded=False
+        )
         if error is exc:
             raise error
         if error is not None:
@@ -245,7 +255,10 @@ class RoutedStream(_Routed, Iterator[Any]):
 
     def close(self) -> None:
         """Stop reading: the connection is released and the call's cost settled."""
-        self._watch.plan.run(self._watch.closed())
+        self._watch.plan.run(self._watch.closed(), bounded=False)
+        self._release_connection()
+
+    def _release_connection(self) -> None:
         close = getattr(self._it, "close", None)
         if close is not None:
             close()
@@ -262,6 +275,11 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
 
     _it: AsyncIterator[Any]
     _reopen: Callable[[], Awaitable[tuple[Opened, Send]]] | None
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loop = asyncio.get_running_loop()
 
     def __aiter__(self) -> AsyncRoutedStream:
         return self
@@ -276,7 +294,7 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
             try:
                 chunk = await self._it.__anext__()
             except StopAsyncIteration:
-                error = await step(w.plan, w.ended())
+                error = await step(w.plan, w.ended(), bounded=False)
                 if error is None:
                     raise
                 await self._fail(error)
@@ -289,7 +307,9 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
 
     async def _fail(self, exc: BaseException) -> None:
         watch = self._watch
-        error = await step(watch.plan, watch.failed(exc, restart=self._reopen is not None))
+        error = await step(
+            watch.plan, watch.failed(exc, restart=self._reopen is not None), bounded=False
+        )
         if error is exc:
             raise error
         if error is not None:
@@ -301,13 +321,32 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
 
     async def aclose(self) -> None:
         """Stop reading: the connection is released and the call's cost settled."""
-        await step(self._watch.plan, self._watch.closed())
+        await step(self._watch.plan, self._watch.closed(), bounded=False)
         close = getattr(self._it, "aclose", None)
         if close is not None:
             await close()
+
+    def _release_connection(self) -> None:
+        # Dropped without aclose(): the connection can only be released on its own event
+        # loop, so the close is handed to it (a loop that is gone took its sockets along).
+        close = getattr(self._it, "aclose", None)
+        loop = self._loop
+        if close is None or loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(_close_later, close)
 
     async def __aenter__(self) -> AsyncRoutedStream:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+# Closes scheduled for dropped async streams; held so they are not collected mid-way.
+_CLOSING: set[asyncio.Task[Any]] = set()
+
+
+def _close_later(close: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+    task = asyncio.ensure_future(close())
+    _CLOSING.add(task)
+    task.add_done_callback(_CLOSING.discard)
