@@ -17,7 +17,7 @@ __all__ = ["Capabilities", "Capability", "parse_declared"]
 
 
 class Capability(StrEnum):
-    """One thing a request may need from a model."""
+    """One thing a request may need from a model: a feature, or the endpoint it serves."""
 
     TOOLS = "tools"
     IMAGES = "images"
@@ -25,6 +25,25 @@ class Capability(StrEnum):
     PROMPT_CACHING = "prompt_caching"
     THINKING = "thinking"
     STREAMING = "streaming"
+    CHAT = "chat"
+    EMBEDDING = "embedding"
+    RESPONSES = "responses"
+    COMPLETION = "completion"
+
+
+ENDPOINTS = frozenset(
+    {Capability.CHAT, Capability.EMBEDDING, Capability.RESPONSES, Capability.COMPLETION}
+)
+"""The capabilities that say which kind of call a route serves."""
+
+# LiteLLM's model-info `mode` -> the endpoints a model of that mode serves. A chat model
+# serves the Responses API and text completions too, through LiteLLM's own bridges.
+MODES: Mapping[str, frozenset[Capability]] = {
+    "chat": frozenset({Capability.CHAT, Capability.RESPONSES, Capability.COMPLETION}),
+    "responses": frozenset({Capability.RESPONSES}),
+    "completion": frozenset({Capability.COMPLETION}),
+    "embedding": frozenset({Capability.EMBEDDING}),
+}
 
 
 # The model-info keys LiteLLM uses for each capability (streaming is asked separately).
@@ -55,10 +74,16 @@ class Capabilities:
         return item in self.have
 
     def describe(self) -> str:
-        """Names of what the route can do, comma-separated, or "nothing declared"."""
+        """What the route can do, comma-separated ("tools, streaming"); the endpoints it
+        serves are named when they are not a chat model's ("embedding only")."""
         if not self.known:
             return "unknown"
-        return ", ".join(c.value for c in Capability if c in self.have) or "plain chat only"
+        features = ", ".join(c.value for c in Capability if c in self.have and c not in ENDPOINTS)
+        endpoints = self.have & ENDPOINTS
+        if endpoints == MODES["chat"]:
+            return features or "plain chat only"
+        served = ", ".join(c.value for c in Capability if c in endpoints) or "nothing"
+        return f"{features}; serves {served} only" if features else f"serves {served} only"
 
 
 def parse_declared(
@@ -93,12 +118,23 @@ def resolve(
     streams: bool,
     declared: Mapping[Capability, bool],
 ) -> Capabilities:
-    """Combine LiteLLM's info for `model` (None when unknown) with the route's overrides."""
+    """Combine LiteLLM's info for `model` (None when unknown) with the route's overrides.
+
+    What the route serves comes from LiteLLM's `mode` (a chat model serves chat, the
+    Responses API and text completions); a route that declares capabilities but no endpoint
+    serves what a chat model does, and one that declares an endpoint serves what it
+    declares.
+    """
     have: set[Capability] = set()
     if info is not None:
         have = {cap for cap, key in INFO_KEYS.items() if info.get(key) is True}
         if streams:
             have.add(Capability.STREAMING)
+        have |= MODES.get(str(info.get("mode") or "chat"), frozenset())
+    if declared and not (set(declared) & ENDPOINTS) and info is None:
+        have |= MODES["chat"]
+    if any(declared.get(e) for e in ENDPOINTS):
+        have -= ENDPOINTS - {e for e in ENDPOINTS if declared.get(e)}
     for cap, value in declared.items():
         (have.add if value else have.discard)(cap)
     if info is None and not declared:

@@ -34,14 +34,29 @@ class _Abandoned(Exception):
     """The deadline passed while a sync call was still running on its worker."""
 
 
-def drive(plan: Plan, open_: Callable[[Send], T], *, final: bool = True) -> tuple[T, Send]:
-    """The sync driver: ask the plan, send, tell it the outcome, until answered or done."""
+Usage = Callable[[Any], Any]
+
+
+def drive(
+    plan: Plan,
+    open_: Callable[[Send], T],
+    *,
+    final: bool = True,
+    usage: Usage = transport.usage_of,
+) -> tuple[T, Send]:
+    """The sync driver: ask the plan, send, tell it the outcome, until answered or done.
+
+    `usage` reads what an answer billed (the endpoint's reader); a stream (`final=False`)
+    is settled when it ends instead.
+    """
     last: BaseException | None = None
     while (send := plan.run(plan.next())) is not None:
         if send.wait:
             time.sleep(send.wait)
         try:
-            result = open_(send) if plan.deadline is None else _within(plan, send, open_, final)
+            result = (
+                open_(send) if plan.deadline is None else _within(plan, send, open_, final, usage)
+            )
         except _Abandoned:
             break
         except Exception as exc:
@@ -49,13 +64,17 @@ def drive(plan: Plan, open_: Callable[[Send], T], *, final: bool = True) -> tupl
                 raise
             last = exc
             continue
-        plan.run(plan.answered(send, transport.usage_of(result) if final else None, final=final))
+        plan.run(plan.answered(send, usage(result) if final else None, final=final))
         return result, send
     raise plan.error(last)
 
 
 async def adrive(
-    plan: Plan, open_: Callable[[Send], Awaitable[T]], *, final: bool = True
+    plan: Plan,
+    open_: Callable[[Send], Awaitable[T]],
+    *,
+    final: bool = True,
+    usage: Usage = transport.usage_of,
 ) -> tuple[T, Send]:
     """The async driver: the same loop as `drive`; the deadline cancels the attempt.
 
@@ -83,8 +102,7 @@ async def adrive(
                 raise
             last = exc
             continue
-        usage = transport.usage_of(result) if final else None
-        await step(plan, plan.answered(send, usage, final=final))
+        await step(plan, plan.answered(send, usage(result) if final else None, final=final))
         return result, send
     raise plan.error(last)
 
@@ -160,7 +178,9 @@ def _failed(
     return True
 
 
-def _within(plan: Plan, send: Send, open_: Callable[[Send], T], final: bool) -> T:
+def _within(
+    plan: Plan, send: Send, open_: Callable[[Send], T], final: bool, usage: Usage
+) -> T:
     """Run one sync attempt on a worker; stop waiting for it at the deadline.
 
     An abandoned call keeps running (a thread cannot be cancelled), and settles its cost
@@ -172,11 +192,13 @@ def _within(plan: Plan, send: Send, open_: Callable[[Send], T], final: bool) -> 
         return future.result(timeout=plan.deadline.left())
     except FutureTimeout:
         plan.abandoned(send)
-        future.add_done_callback(lambda f: _settle_late(plan, send, f, final))
+        future.add_done_callback(lambda f: _settle_late(plan, send, f, final, usage))
         raise _Abandoned from None
 
 
-def _settle_late(plan: Plan, send: Send, future: Future[Any], final: bool) -> None:
+def _settle_late(
+    plan: Plan, send: Send, future: Future[Any], final: bool, usage: Usage
+) -> None:
     # The caller has gone: these writes are made in this worker, whatever the deadline.
     error = future.exception()
     if error is not None:
@@ -185,7 +207,7 @@ def _settle_late(plan: Plan, send: Send, future: Future[Any], final: bool) -> No
         return
     result = future.result()
     if final:
-        plan.run(plan.settle_late(send, transport.usage_of(result), None), bounded=False)
+        plan.run(plan.settle_late(send, usage(result), None), bounded=False)
     else:
         # A stream opened after the caller left: nobody will read it. It is closed and
         # charged its reservation, since the provider was generating for it.

@@ -9,8 +9,8 @@ NAME, never a call sent with some other key.
 What maps to what:
 
 - `model_name` is the group; `litellm_params` the route's LiteLLM kwargs; `model_info`'s
-  `supports_*` flags and `mode` its capabilities, `max_output_tokens` its output limit,
-  `reach` its reach, `id` its name;
+  `supports_*` flags its capabilities, `mode` what it serves (`embedding`, `chat`, ...),
+  `max_output_tokens` its output limit, `reach` its reach, `id` its name;
 - cost fields (`input_cost_per_token`, `output_cost_per_token`, cache and long-context
   costs), in `litellm_params` or `model_info`, price the route (a table dated the day the
   config is read, since the file gives no date);
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .breaker import Breaker
+from .capabilities import MODES
 from .errors import ConfigError
 from .prices import Price, PriceTable
 from .retry import Retry
@@ -156,6 +157,15 @@ def _entry(
     }
     model = params.pop("model")
     capabilities = {ours: bool(info[k]) for k, ours in _CAPABILITY_KEYS.items() if k in info}
+    mode = info.get("mode")
+    if mode is not None:
+        if mode not in MODES:
+            loaded.notes.append(
+                f"{here}.model_info.mode {mode!r} is not served by policy_router "
+                f"({', '.join(MODES)} are); the route is left to what LiteLLM knows"
+            )
+        else:
+            capabilities.update({c.value: True for c in MODES[mode]})
     limit = info.get("max_output_tokens")
     route = Route(
         model,

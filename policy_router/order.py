@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .bounds import RequestFacts
 from .store import Health
@@ -33,6 +33,7 @@ __all__ = [
     "Ordering",
     "arrange",
     "cheapest",
+    "choose",
     "estimate",
     "healthiest",
     "round_robin",
@@ -199,3 +200,28 @@ def arrange(
     ordering = order
     assert isinstance(ordering, Ordering)
     return None, lambda cs, seen: ordering.order(cs, seeing(seen))
+
+
+def choose(order: Order | str | Ordering, routes: Sequence[Any]) -> Order | Ordering:
+    """The ordering `order` names (an `Order`, its value, or an `Ordering` object); refuses
+    an unknown name, and CHEAPEST across tables in different currencies."""
+    from .errors import ConfigError
+    from .prices import PriceTable
+
+    if isinstance(order, Ordering) and not isinstance(order, str):
+        return order
+    if order == Order.FASTEST:
+        return Fastest()
+    try:
+        chosen = Order(order)
+    except ValueError:
+        names = ", ".join(o.value for o in Order)
+        raise ConfigError(f"order={order!r} is not an ordering; use one of: {names}") from None
+    if chosen is Order.CHEAPEST:
+        currencies = {r.prices.currency for r in routes if isinstance(r.prices, PriceTable)}
+        if len(currencies) > 1:
+            raise ConfigError(
+                f"order=cheapest cannot compare prices in {sorted(currencies)}; "
+                "give every route a table in one currency"
+            )
+    return chosen

@@ -38,8 +38,9 @@ class Verdict:
         return self.state if not self.why else f"{self.state}: {self.why}"
 
 
-def preflight_route(route: Route, live: bool) -> Verdict:
-    """Check credentials (LiteLLM's environment validation), then optionally one live call."""
+def preflight_route(route: Route, live: bool, embedding: bool = False) -> Verdict:
+    """Check credentials (LiteLLM's environment validation), then optionally one live call
+    (an embedding for a route that serves only embeddings)."""
     missing, unsure = transport.missing_credentials(route)
     if missing and not unsure:
         return Verdict("denied", f"missing credentials: {', '.join(missing)}")
@@ -47,7 +48,7 @@ def preflight_route(route: Route, live: bool) -> Verdict:
         if missing:
             return Verdict("unknown", f"not in the environment: {', '.join(missing)}; {unsure}")
         return Verdict("ready")
-    fault = transport.ping(route)
+    fault = transport.ping(route, embedding)
     if fault is None:
         return Verdict("ready", live=True)
     why = route.redact(f"{fault.status or ''} {fault.message}".strip())

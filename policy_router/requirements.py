@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any
 
-from .capabilities import Capabilities, Capability
+from .capabilities import ENDPOINTS, Capabilities, Capability
 from .errors import ConfigError
 
 __all__ = ["Requirements"]
@@ -20,10 +20,13 @@ __all__ = ["Requirements"]
 
 @dataclass(frozen=True, slots=True)
 class Requirements:
-    """What a request needs: capabilities, and whether the on-device floor is set.
+    """What a request needs: capabilities, the endpoint it calls, and whether the on-device
+    floor is set.
 
-    Combine two with `|`. `unmet_by(capabilities)` names what a route lacks; the floor is
-    not a capability and is checked against the route's reach instead.
+    Combine two with `|`. `unmet_by(capabilities)` names what a route lacks, the endpoint
+    included (`endpoint` is "chat", "embedding", "responses" or "completion", set by which
+    router function was called); the floor is not a capability and is checked against the
+    route's reach instead.
     """
 
     tools: bool = False
@@ -33,6 +36,7 @@ class Requirements:
     thinking: bool = False
     streaming: bool = False
     on_device: bool = False
+    endpoint: str = "chat"
 
     @classmethod
     def of(cls, needs: Requirements | Iterable[str] | Mapping[str, bool] | None) -> Requirements:
@@ -47,7 +51,7 @@ class Requirements:
         if isinstance(needs, str):
             needs = [needs]
         items = needs.items() if isinstance(needs, Mapping) else ((n, True) for n in needs)
-        valid = {f.name for f in fields(cls)}
+        valid = {f.name for f in fields(cls)} - {"endpoint"}
         flags: dict[str, bool] = {}
         for name, value in items:
             if name not in valid:
@@ -57,7 +61,7 @@ class Requirements:
             if not isinstance(value, bool):
                 raise ConfigError(f"needs[{name!r}] must be true or false, got {value!r}")
             flags[name] = value
-        return cls(**flags)
+        return cls(**flags)  # type: ignore[arg-type]
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> Requirements:
@@ -88,6 +92,7 @@ class Requirements:
             thinking=self.thinking or other.thinking,
             streaming=self.streaming or other.streaming,
             on_device=self.on_device or other.on_device,
+            endpoint=other.endpoint if other.endpoint != "chat" else self.endpoint,
         )
 
     @property
@@ -101,20 +106,23 @@ class Requirements:
         return tuple(c for c in _ALL if c in missing) if missing else ()
 
     def describe(self) -> str:
-        """A short phrase: "tools, streaming, on-device only", or "nothing special"."""
-        names = [c.value.replace("_", " ") for c in Capability if getattr(self, c.value)]
+        """A short phrase: "tools, streaming, on-device only", or "nothing special"; an
+        endpoint other than chat comes first ("embedding, on-device only")."""
+        names = [] if self.endpoint == "chat" else [self.endpoint]
+        names += [c.value.replace("_", " ") for c in _FEATURES if getattr(self, c.value)]
         if self.on_device:
             names.append("on-device only")
         return ", ".join(names) or "nothing special"
 
 
 _ALL = tuple(Capability)
+_FEATURES = tuple(c for c in Capability if c not in ENDPOINTS)
 
 
 @lru_cache(maxsize=256)
 def _needed(needs: Requirements) -> frozenset[Capability]:
     # Asked once per route per request: cached, since a request's needs repeat.
-    return frozenset(c for c in _ALL if getattr(needs, c.value))
+    return frozenset(c for c in _FEATURES if getattr(needs, c.value)) | {Capability(needs.endpoint)}
 
 
 def _has_image(messages: Any) -> bool:

@@ -19,7 +19,7 @@ from .deadline import check_timeout
 from .errors import ConfigError
 from .reach import Reach, infer
 
-__all__ = ["Reach", "Route", "redact"]  # Reach is re-exported from reach.py
+__all__ = ["Reach", "Route", "redact", "unique_names"]  # Reach is re-exported from reach.py
 
 
 # Keyword arguments the router owns: a caller's or route's value would defeat a promise.
@@ -241,3 +241,14 @@ def _redact_mapping(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {k: ("***" if _is_secret_name(str(k)) else v) for k, v in value.items()}
     return value
+
+
+def unique_names(routes: list[Route]) -> list[Route]:
+    """Routes with names made unique: a repeated name gets `#2`, `#3`, ... appended."""
+    seen: dict[str, int] = {}
+    out = []
+    for r in routes:
+        n = seen.get(r.name, 0) + 1
+        seen[r.name] = n
+        out.append(r if n == 1 else r.with_name(f"{r.name}#{n}"))
+    return out

@@ -1,69 +1,58 @@
 """Router: the drop-in face over LiteLLM. It composes the policies and owns none.
 
-`Router.completion` and `Router.acompletion` take LiteLLM's keyword arguments and return
-LiteLLM's objects; `model=` names a group. Each call builds a `Plan` (the pure decision
-core) and drives it with the loops in `drive.py`, the same short loop sync and async.
+`Router.completion`, `embedding`, `responses` and `text_completion` (and their async twins)
+take LiteLLM's keyword arguments and return LiteLLM's objects; `model=` names a group. Each
+call is planned by the `Planner` (`planning.py`) into a `Plan`, the pure decision core, and
+driven by the loops in `drive.py` (or opened as a stream by `stream.py`): one path for
+every endpoint, which is data (`endpoints/`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import html
-import itertools
-import threading
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
-from . import transport
-from .bounds import RequestFacts, prediction_tokens, prompt_bound, reply_tokens
+from . import overview, transport
 from .breaker import Breaker, HealthBook
 from .budget import Budget, Ledger, Spending
+from .capabilities import Capability
 from .checks import candidate_for
 from .clock import Clock, MonotonicClock
-from .deadline import Deadline, check_seconds
+from .deadline import check_seconds
 from .drive import adrive, drive
-from .errors import ConfigError, NoRouteError
-from .journey import Explanation, Routed, Skip
+from .endpoints import Endpoint
+from .endpoints import endpoint as endpoint_named
+from .errors import ConfigError
+from .journey import Explanation, Routed
 from .observe import LogObserver, Observer, fan_out
-from .order import (
-    Arrange,
-    ArrangeByHealth,
-    Fastest,
-    Order,
-    OrderContext,
-    Ordering,
-    arrange,
-)
-from .plan import Candidate, Fault, FaultKind, Plan, Send, explain, sift
+from .order import Order, Ordering, choose
+from .plan import Fault, FaultKind, Plan, Send
+from .planning import Planner
 from .preflight import Verdict as PreflightVerdict
 from .preflight import preflight_route, problems
-from .prices import Money, PriceTable
-from .requirements import Requirements
 from .retry import Retry
-from .route import Route
+from .route import Route, unique_names
 from .store import Health, InMemoryStore, Store, perform
-from .stream import AsyncRoutedStream, Opened, RoutedStream, StreamRestart
-from .validate import check_call, check_messages
+from .stream import StreamRestart, astream, stream
+from .validate import check_policies
 
 __all__ = ["Router"]
-
-# Keywords the router takes out of a call before LiteLLM sees it.
-_POLICY_KWARGS = ("on_device", "needs", "deadline")
 
 
 class Router:
     """Routes LiteLLM calls across groups of routes, by policy, and says why.
 
-    Build it from `Route`s; call `completion`/`acompletion` exactly as you would call
-    LiteLLM's, with `model=` naming a group. What a request needs is read off its kwargs
-    (tools, images, response_format, cache_control, reasoning, stream), plus `on_device=True`
-    (the on-device floor: never a vendor route, and no fall back to one) and
-    `needs=Requirements(...)`. Routes are tried in the order written; a route is skipped,
-    with a recorded reason, when LiteLLM does not know its model and it declares nothing,
-    when it cannot meet a requirement, or when the floor excludes it.
+    Build it from `Route`s; call `completion`/`acompletion` (or `embedding`, `responses`,
+    `text_completion` and their async twins) exactly as you would call LiteLLM's, with
+    `model=` naming a group. What a request needs is read off its kwargs (the endpoint,
+    tools, images, response_format, cache_control, reasoning, stream), plus
+    `on_device=True` (the on-device floor: never a vendor route, and no fall back to one)
+    and `needs=Requirements(...)`. A route is skipped, with a recorded reason, when LiteLLM
+    does not know its model and it declares nothing, when it cannot meet a requirement (an
+    embedding model cannot do chat), or when the floor excludes it.
 
     Faults about the provider (429, 5xx, timeouts, connection errors) and about the route
     (401, 403, 404) move on to the next route; faults about the request (400, 422, context
@@ -107,33 +96,20 @@ class Router:
                     f"routes[{i}] must be a Route, got {type(r).__name__}; "
                     "write Route('provider/model', group=...)"
                 )
-        self._routes = tuple(_unique_names(routes))
+        check_policies(budget, breaker, retry, store, name, stream_failure, on_restart)
+        self._routes = tuple(unique_names(routes))
         self._clock: Clock = clock or MonotonicClock()
         transport.check_globals()
         if quiet_litellm:
             transport.silence_banner()
-        candidates = [candidate_for(r) for r in self._routes]
         if isinstance(order, Mapping):
             unknown = set(order) - {r.group for r in self._routes}
             if unknown:
                 raise ConfigError(f"order names groups no route is in: {sorted(unknown)}")
-            self._orders = {g: _order(o, self._routes) for g, o in order.items()}
-            self._order: Order | Ordering = Order.AS_LISTED
+            orders = {g: choose(o, self._routes) for g, o in order.items()}
+            default: Order | Ordering = Order.AS_LISTED
         else:
-            self._orders = {}
-            self._order = _order(order, self._routes)
-        if budget is not None and not isinstance(budget, Budget):
-            raise ConfigError(f"budget must be a Budget, got {type(budget).__name__}")
-        if store is not None and not callable(getattr(store, "bind", None)):
-            raise ConfigError(
-                f"store must be a Store such as InMemoryStore() or RedisStore(url), got "
-                f"{type(store).__name__}"
-            )
-        if not isinstance(name, str) or not name or not name.isprintable() or " " in name:
-            raise ConfigError(
-                f"Router name must be a non-empty string without spaces, got {name!r}; it "
-                "names the router's keys in a shared store"
-            )
+            orders, default = {}, choose(order, self._routes)
         self.name = name
         self._notes: tuple[str, ...] = ()
         self._emit = fan_out([LogObserver(), *(observers or ())])
@@ -141,39 +117,26 @@ class Router:
             name, self._clock, self._emit
         )
         self._ledger = Ledger(budget, self._store) if budget is not None else None
-        if breaker is not None and not isinstance(breaker, Breaker):
-            raise ConfigError(f"breaker must be a Breaker, got {type(breaker).__name__}")
-        if retry is not None and not isinstance(retry, Retry):
-            raise ConfigError(f"retry must be a Retry, got {type(retry).__name__}")
-        self._retry = retry
-        if stream_failure not in ("raise", "restart"):
-            raise ConfigError(
-                f"stream_failure must be 'raise' or 'restart', got {stream_failure!r}"
-            )
-        if stream_failure == "restart" and on_restart is None:
-            raise ConfigError(
-                "stream_failure='restart' needs on_restart=callback: a plain `for chunk` "
-                "consumer would otherwise receive the failed route's partial text followed by "
-                "the next route's whole answer; the callback is told to discard what it had"
-            )
+        self._health = HealthBook(breaker, self._store, self._emit) if breaker else None
         self._restart = stream_failure == "restart"
         self._on_restart = on_restart
-        self._deadline = check_seconds(deadline, "deadline")
-        self._health = HealthBook(breaker, self._store, self._emit) if breaker else None
-        self._turns: defaultdict[str, itertools.count[int]] = defaultdict(itertools.count)
-        self._turns_lock = threading.Lock()
-        self._sifted: dict[
-            tuple[str, Requirements], tuple[Sequence[Candidate], Sequence[Skip]]
-        ] = {}
-        self._groups: dict[str, tuple[Candidate, ...]] = {}
-        self._by_model: dict[str, tuple[Candidate, ...]] = {}
-        for c in candidates:
-            self._groups[c.route.group] = (*self._groups.get(c.route.group, ()), c)
-            self._by_model[c.route.model] = (*self._by_model.get(c.route.model, ()), c)
+        self._planner = Planner(
+            [candidate_for(r) for r in self._routes],
+            order=default,
+            orders=orders,
+            ledger=self._ledger,
+            health=self._health,
+            retry=retry,
+            deadline=check_seconds(deadline, "deadline"),
+            store=self._store,
+            clock=self._clock,
+            emit=self._emit,
+        )
 
     @classmethod
     def from_config(cls, config: str | Path | Mapping[str, Any], **overrides: Any) -> Router:
-        """Build a router from a policy file (YAML or TOML) or a mapping of the same shape.
+        """Build a router from a policy file (YAML or TOML), a LiteLLM proxy `config.yaml`,
+        or a mapping of either shape.
 
         Every error names its place in the file and the fix. An `os.environ/NAME` secret
         whose variable is not set is an error here; `policy-router check` lists them all.
@@ -189,11 +152,11 @@ class Router:
     ) -> Router:
         """Build a router from LiteLLM Router's own `model_list`, unchanged.
 
-        `model_name` → group, `litellm_params` → route kwargs, `model_info` → capabilities,
-        prices and reach; `order`, retries and cost fields are honoured; anything that is not
-        applied is listed by `check()` with its place (see `litellm_config.py`). An
-        `os.environ/NAME` that is not set raises, naming NAME. Policies (`order=`,
-        `budget=`, `breaker=`, ...) are keyword arguments, as for the constructor.
+        `model_name` → group, `litellm_params` → route kwargs, `model_info` → capabilities
+        (its `mode` says what the route serves), prices and reach; `order`, retries and
+        cost fields are honoured; anything that is not applied is listed by `check()` with
+        its place (see `litellm_config.py`). An `os.environ/NAME` that is not set raises,
+        naming NAME. Policies (`order=`, `budget=`, `breaker=`, ...) are keyword arguments.
         """
         from .litellm_config import model_list_routes
 
@@ -216,13 +179,13 @@ class Router:
     @property
     def groups(self) -> dict[str, tuple[Route, ...]]:
         """Group name → its routes, in written order."""
-        return {g: tuple(c.route for c in cs) for g, cs in self._groups.items()}
+        return {g: tuple(c.route for c in cs) for g, cs in self._planner.groups.items()}
 
     def unusable(self) -> dict[str, str]:
         """Routes no request can use, by name, each with why and what to do about it."""
         return {
             c.name: c.capabilities.why_unknown
-            for cs in self._groups.values()
+            for cs in self._planner.groups.values()
             for c in cs
             if not c.capabilities.known
         }
@@ -263,26 +226,31 @@ class Router:
         Credentials are checked with LiteLLM's environment validation, counting those the
         route carries under every name LiteLLM reads for its provider; "denied" only when
         a credential is surely missing, "unknown" when its SDK may find one elsewhere (an
-        AWS profile, Google's default credentials). With `live=True` a one-token request is
-        sent to each route (which costs a little). With a breaker, a route the *live* check
-        denied rests for the breaker's `settled` time; nothing else rests a route.
+        AWS profile, Google's default credentials). With `live=True` a one-token request
+        (one word embedded, for an embedding route) is sent to each route, which costs a
+        little. With a breaker, a route the *live* check denied rests for the breaker's
+        `settled` time; nothing else rests a route.
         """
-        return {r.name: self._after_preflight(r, preflight_route(r, live)) for r in self._routes}
+        verdicts = [preflight_route(r, live, self._embeds(r)) for r in self._routes]
+        return self._after_preflight(verdicts)
 
     async def apreflight(self, *, live: bool = False) -> dict[str, PreflightVerdict]:
         """The async twin of `preflight`."""
-        verdicts = await asyncio.gather(
-            *(asyncio.to_thread(preflight_route, r, live) for r in self._routes)
+        checks = (
+            asyncio.to_thread(preflight_route, r, live, self._embeds(r)) for r in self._routes
         )
-        return {
-            r.name: self._after_preflight(r, v) for r, v in zip(self._routes, verdicts, strict=True)
-        }
+        return self._after_preflight(await asyncio.gather(*checks))
 
-    def _after_preflight(self, route: Route, verdict: PreflightVerdict) -> PreflightVerdict:
-        if verdict.state == "denied" and verdict.live and self._health is not None:
-            fault = Fault(FaultKind.ACCESS, None, route.redact(verdict.why))
-            perform(self._store, self._health.failed(route.name, fault, self._clock.now()))
-        return verdict
+    def _embeds(self, route: Route) -> bool:
+        serves = self.capabilities(route.name)
+        return Capability.EMBEDDING in serves and Capability.CHAT not in serves
+
+    def _after_preflight(self, verdicts: Sequence[PreflightVerdict]) -> dict[str, PreflightVerdict]:
+        for route, verdict in zip(self._routes, verdicts, strict=True):
+            if verdict.state == "denied" and verdict.live and self._health is not None:
+                fault = Fault(FaultKind.ACCESS, None, route.redact(verdict.why))
+                perform(self._store, self._health.failed(route.name, fault, self._clock.now()))
+        return {r.name: v for r, v in zip(self._routes, verdicts, strict=True)}
 
     def check(self, *, max_age_days: int | None = None, today: date | None = None) -> list[str]:
         """What is wrong with this router's configuration, one sentence per problem.
@@ -295,27 +263,19 @@ class Router:
         to a provider (a shared store is pinged). An empty list means no problem was found,
         not that every provider will answer: `preflight(live=True)` asks them.
         """
-        return [
-            *self._notes,
-            *problems(
-                self._routes,
-                self.unusable(),
-                self._ledger.budget if self._ledger is not None else None,
-                self._store,
-                max_age_days,
-                today,
-            ),
-        ]
+        budget = self._ledger.budget if self._ledger is not None else None
+        found = problems(self._routes, self.unusable(), budget, self._store, max_age_days, today)
+        return [*self._notes, *found]
 
     def capabilities(self, route: str) -> frozenset[str]:
-        """What the named route can do, as capability names."""
-        for cs in self._groups.values():
+        """What the named route can do, as capability names (the endpoints it serves too)."""
+        for cs in self._planner.groups.values():
             for c in cs:
                 if c.name == route:
                     return frozenset(cap.value for cap in c.capabilities.have)
         raise KeyError(f"no route named {route!r}; routes: {[r.name for r in self._routes]}")
 
-    # -- calls -----------------------------------------------------------------------------
+    # -- calls: each mirrors the LiteLLM function of its name ------------------------------
     def completion(self, model: str | None = None, messages: Any = None, **kwargs: Any) -> Any:
         """Route a `litellm.completion` call: a `ModelResponse`, or a `RoutedStream`."""
         return self.route(model, messages, **kwargs).response
@@ -326,252 +286,109 @@ class Router:
         """Route a `litellm.acompletion` call: a `ModelResponse`, or an `AsyncRoutedStream`."""
         return (await self.aroute(model, messages, **kwargs)).response
 
-    def route(self, model: str | None = None, messages: Any = None, **kwargs: Any) -> Routed[Any]:
-        """Like `completion`, but returns `Routed` (response, route, journey, attempts)."""
-        plan, call_kwargs = self._plan(model, messages, kwargs)
-        group = plan.group
+    def embedding(self, model: str | None = None, input: Any = None, **kwargs: Any) -> Any:
+        """Route a `litellm.embedding` call: an `EmbeddingResponse`."""
+        return self.route(model, endpoint="embedding", input=input, **kwargs).response
+
+    async def aembedding(self, model: str | None = None, input: Any = None, **kwargs: Any) -> Any:
+        """Route a `litellm.aembedding` call: an `EmbeddingResponse`."""
+        return (await self.aroute(model, endpoint="embedding", input=input, **kwargs)).response
+
+    def responses(self, input: Any = None, model: str | None = None, **kwargs: Any) -> Any:
+        """Route a `litellm.responses` call: a `ResponsesAPIResponse`, or with
+        `stream=True` a `RoutedStream` of its events."""
+        return self.route(model, endpoint="responses", input=input, **kwargs).response
+
+    async def aresponses(self, input: Any = None, model: str | None = None, **kwargs: Any) -> Any:
+        """Route a `litellm.aresponses` call (an `AsyncRoutedStream` of events when
+        streamed)."""
+        return (await self.aroute(model, endpoint="responses", input=input, **kwargs)).response
+
+    def text_completion(self, prompt: Any = None, model: str | None = None, **kwargs: Any) -> Any:
+        """Route a `litellm.text_completion` call: a `TextCompletionResponse` or a stream."""
+        return self.route(model, endpoint="completion", prompt=prompt, **kwargs).response
+
+    async def atext_completion(
+        self, prompt: Any = None, model: str | None = None, **kwargs: Any
+    ) -> Any:
+        """Route a `litellm.atext_completion` call."""
+        return (await self.aroute(model, endpoint="completion", prompt=prompt, **kwargs)).response
+
+    def route(
+        self,
+        model: str | None = None,
+        messages: Any = None,
+        *,
+        endpoint: str = "chat",
+        **kwargs: Any,
+    ) -> Routed[Any]:
+        """Like the call of `endpoint` ("chat", "embedding", "responses", "completion"), but
+        returns `Routed`: the response, the route that answered, the journey, the attempts."""
+        spec, plan, call_kwargs = self._planned(endpoint, model, messages, kwargs)
         if call_kwargs.get("stream"):
-
-            def open_stream(send: Send) -> Opened:
-                kwargs, strip = _stream_kwargs(call_kwargs, send)
-                source = transport.call(send.route, kwargs, group, send.timeout)
-                iterator = iter(source)
-                first = next(iterator, None)
-                if first is None or transport.is_hollow_first_chunk(first):
-                    raise transport.stream_cut_error(send.route, "")
-                return source, iterator, first, strip
-
-            opened, send = drive(plan, open_stream, final=False)
-            stream = RoutedStream(
-                opened,
-                plan,
-                send,
-                reopen=(lambda: drive(plan, open_stream, final=False)) if self._restart else None,
-                on_restart=self._on_restart,
+            return stream(
+                plan, spec, call_kwargs, restart=self._restart, on_restart=self._on_restart
             )
-            return Routed(stream, send.route, plan.journey)
         response, send = drive(
-            plan, lambda s: transport.call(s.route, call_kwargs, group, s.timeout)
+            plan,
+            lambda s: transport.call(spec.function, s.route, call_kwargs, plan.group, s.timeout),
+            usage=spec.usage,
         )
-        return self._finish(response, send, plan)
+        return _finish(response, send, plan)
 
     async def aroute(
-        self, model: str | None = None, messages: Any = None, **kwargs: Any
+        self,
+        model: str | None = None,
+        messages: Any = None,
+        *,
+        endpoint: str = "chat",
+        **kwargs: Any,
     ) -> Routed[Any]:
-        """Like `acompletion`, but returns `Routed` (response, route, journey, attempts)."""
-        plan, call_kwargs = self._plan(model, messages, kwargs)
-        group = plan.group
+        """The async twin of `route`."""
+        spec, plan, call_kwargs = self._planned(endpoint, model, messages, kwargs)
         if call_kwargs.get("stream"):
-
-            async def open_stream(send: Send) -> Opened:
-                kwargs, strip = _stream_kwargs(call_kwargs, send)
-                source = await transport.acall(send.route, kwargs, group, send.timeout)
-                iterator = source.__aiter__()
-                first = await anext(iterator, None)
-                if first is None or transport.is_hollow_first_chunk(first):
-                    raise transport.stream_cut_error(send.route, "")
-                return source, iterator, first, strip
-
-            opened, send = await adrive(plan, open_stream, final=False)
-            stream = AsyncRoutedStream(
-                opened,
-                plan,
-                send,
-                reopen=(lambda: adrive(plan, open_stream, final=False)) if self._restart else None,
-                on_restart=self._on_restart,
+            return await astream(
+                plan, spec, call_kwargs, restart=self._restart, on_restart=self._on_restart
             )
-            return Routed(stream, send.route, plan.journey)
 
         async def open_(send: Send) -> Any:
-            return await transport.acall(send.route, call_kwargs, group, send.timeout)
+            return await transport.acall(
+                spec.afunction, send.route, call_kwargs, plan.group, send.timeout
+            )
 
-        response, send = await adrive(plan, open_)
-        return self._finish(response, send, plan)
+        response, send = await adrive(plan, open_, usage=spec.usage)
+        return _finish(response, send, plan)
 
-    def explain(self, model: str | None = None, messages: Any = None, **kwargs: Any) -> Explanation:
+    def explain(
+        self,
+        model: str | None = None,
+        messages: Any = None,
+        *,
+        endpoint: str = "chat",
+        **kwargs: Any,
+    ) -> Explanation:
         """The verdict for every route of the group for this request. Nothing is sent."""
-        group, candidates = self._group(model)
-        needs = self._needs(messages, kwargs)
-        facts = self._facts(group, {**kwargs, "messages": messages}, explaining=True)
-        ordering, by_health = self._ordering(group, facts)
-        if by_health is not None:
-            seen = self._store.all_health()
-            ordering = lambda cs: by_health(cs, seen)  # noqa: E731
-        return explain(group, candidates, needs, ordering, self._ledger, facts)
+        return self._planner.explain(endpoint_named(endpoint), model, messages, kwargs)
 
-    # -- the parts both drivers share --------------------------------------------------------
-    def _finish(self, response: Any, send: Send, plan: Plan) -> Routed[Any]:
-        journey = plan.journey
-        hidden = getattr(response, "_hidden_params", None)
-        if isinstance(hidden, dict):
-            hidden["policy_router"] = journey
-        return Routed(response, send.route, journey)
-
-    def _group(self, model: str | None) -> tuple[str, tuple[Candidate, ...]]:
-        if model is None:
-            if len(self._groups) == 1:
-                return next(iter(self._groups.items()))
-            raise NoRouteError(f"model= is required: this router has groups {sorted(self._groups)}")
-        if not isinstance(model, str):
-            raise ConfigError(f"model must be a group name (a string), got {model!r}")
-        if model in self._groups:
-            return model, self._groups[model]
-        if model in self._by_model:
-            return model, self._by_model[model]
-        raise NoRouteError(
-            f"model={model!r} names no group and no route's model; groups: {sorted(self._groups)}"
-        )
-
-    def _needs(self, messages: Any, kwargs: Mapping[str, Any]) -> Requirements:
-        check_messages(messages)
-        check_call(kwargs)
-        on_device = kwargs.get("on_device", False)
-        if not isinstance(on_device, bool):
-            raise ConfigError(f"on_device must be True or False, got {on_device!r}")
-        read = Requirements.from_kwargs({**kwargs, "messages": messages})
-        return read | Requirements.of(kwargs.get("needs")) | Requirements(on_device=on_device)
-
-    def _plan(
-        self, model: str | None, messages: Any, kwargs: dict[str, Any]
-    ) -> tuple[Plan, dict[str, Any]]:
-        transport.check_globals()
-        group, candidates = self._group(model)
-        needs = self._needs(messages, kwargs)
-        call_kwargs = {k: v for k, v in kwargs.items() if k not in _POLICY_KWARGS}
-        call_kwargs["messages"] = messages
-        facts = self._facts(group, call_kwargs)
-        seconds = kwargs.get("deadline", self._deadline)
-        timeout = call_kwargs.get("timeout")
-        sifted = self._sifted.get((group, needs))
-        if sifted is None:
-            # The static checks depend only on the group and the needs: sift once for each.
-            sifted = self._sifted[(group, needs)] = sift(candidates, needs)
-        ordering, by_health = self._ordering(group, facts)
-        plan = Plan(
-            group,
-            candidates,
-            needs,
-            sifted=sifted,
-            clock=self._clock,
-            ordering=ordering,
-            by_health=by_health,
-            ledger=self._ledger,
-            facts=facts,
-            health=self._health,
-            retry=self._retry_for,
-            deadline=Deadline(self._clock.now(), seconds, self._clock) if seconds else None,
-            timeout=float(timeout) if isinstance(timeout, int | float) else None,
-            emit=self._emit,
-            on_result=order.on_result
-            if isinstance(order := self._order_of(group), Ordering)
-            else None,
-            store=self._store,
-        )
-        return plan, call_kwargs
-
-    def _retry_for(self, route: Route) -> Retry | None:
-        return route.retry if isinstance(route.retry, Retry) else self._retry
-
-    def _order_of(self, group: str) -> Order | Ordering:
-        return self._orders.get(group, self._order)
-
-    def _facts(
-        self, group: str, kwargs: Mapping[str, Any], *, explaining: bool = False
-    ) -> RequestFacts | None:
-        """Measure the request once, and only what a price decision needs: the token count
-        orders routes (and explains), the byte bound holds the budget."""
-        count = explaining or self._order_of(group) is Order.CHEAPEST
-        if self._ledger is None and not count:
-            return None
-        image_tokens = self._ledger.budget.image_tokens if self._ledger else 0
-        return RequestFacts(
-            prompt_tokens=transport.count_tokens(kwargs) if count else 0,
-            prompt_bound=prompt_bound(kwargs, image_tokens) if self._ledger else 0,
-            reply_tokens=reply_tokens(kwargs, "max_tokens", "max_completion_tokens"),
-            choices=kwargs.get("n"),
-            reply_extra=prediction_tokens(kwargs),
-        )
-
-    def _ordering(
-        self, group: str, facts: RequestFacts | None
-    ) -> tuple[Arrange | None, ArrangeByHealth | None]:
-        order = self._order_of(group)
-        with self._turns_lock:
-            turn = next(self._turns[group])
-        return arrange(order, OrderContext(group, facts, self._clock.now(), turn))
+    def _planned(
+        self, name: str, model: str | None, messages: Any, kwargs: dict[str, Any]
+    ) -> tuple[Endpoint, Plan, dict[str, Any]]:
+        spec = endpoint_named(name)
+        return (spec, *self._planner.plan(spec, model, messages, kwargs))
 
     def _repr_html_(self) -> str:
         """A table for notebooks: each route with its reach, capabilities, price, health."""
-        health = self.health()
-        rows = []
-        for group, cs in self._groups.items():
-            for c in cs:
-                price = "unpriced"
-                if c.price is not None and c.route.prices is not None:
-                    cur = c.route.prices.currency
-                    price = (
-                        f"{Money(c.price.input, cur)} / {Money(c.price.output, cur)} per M tokens"
-                    )
-                h = health[c.name]
-                cells = (
-                    group,
-                    c.name,
-                    c.route.reach.value,
-                    c.capabilities.describe(),
-                    price,
-                    f"{h.state} ({h.failures} failures)" if h.failures else h.state,
-                )
-                rows.append("<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in cells) + "</tr>")
-        head = "".join(
-            f"<th>{h}</th>" for h in ("group", "route", "reach", "can do", "price in/out", "health")
-        )
-        return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+        return overview.as_html(self._planner.groups, self.health())
 
     def __repr__(self) -> str:
-        lines = [f"Router({len(self._routes)} routes in {len(self._groups)} groups)"]
-        for group, cs in self._groups.items():
-            lines.append(f"  {group}:")
-            lines.extend(
-                f"    {c.name}  [{c.route.reach.value}]  {c.capabilities.describe()}" for c in cs
-            )
-        return "\n".join(lines)
+        return overview.as_text(self._planner.groups)
 
 
-def _order(order: Order | str | Ordering, routes: Sequence[Route]) -> Order | Ordering:
-    if isinstance(order, Ordering) and not isinstance(order, str):
-        return order
-    if order == Order.FASTEST:
-        return Fastest()
-    try:
-        chosen = Order(order)
-    except ValueError:
-        names = ", ".join(o.value for o in Order)
-        raise ConfigError(f"order={order!r} is not an ordering; use one of: {names}") from None
-    if chosen is Order.CHEAPEST:
-        currencies = {r.prices.currency for r in routes if isinstance(r.prices, PriceTable)}
-        if len(currencies) > 1:
-            raise ConfigError(
-                f"order=cheapest cannot compare prices in {sorted(currencies)}; "
-                "give every route a table in one currency"
-            )
-    return chosen
-
-
-def _stream_kwargs(kwargs: dict[str, Any], send: Send) -> tuple[dict[str, Any], bool]:
-    """Ask for the final usage chunk when the call is priced; the returned flag says to
-    strip that chunk, because the caller did not ask for it."""
-    options = kwargs.get("stream_options") or {}
-    if options.get("include_usage") or (send.candidate.price is None and send.held is None):
-        return kwargs, False
-    return {**kwargs, "stream_options": {**options, "include_usage": True}}, True
-
-
-def _unique_names(routes: Sequence[Route]) -> list[Route]:
-    """Routes with names made unique: a repeated name gets `#2`, `#3`, ... appended."""
-    seen: dict[str, int] = {}
-    out = []
-    for r in routes:
-        n = seen.get(r.name, 0) + 1
-        seen[r.name] = n
-        out.append(r if n == 1 else r.with_name(f"{r.name}#{n}"))
-    return out
+def _finish(response: Any, send: Send, plan: Plan) -> Routed[Any]:
+    journey = plan.journey
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict):
+        hidden["policy_router"] = journey
+    elif hidden is not None:  # a text completion's HiddenParams model (extra fields allowed)
+        hidden.policy_router = journey
+    return Routed(response, send.route, journey)

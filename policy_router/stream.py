@@ -17,13 +17,14 @@ from typing import Any
 from loguru import logger
 
 from . import transport
-from .drive import step
-from .journey import Journey
+from .drive import adrive, drive, step
+from .endpoints import Endpoint, StreamShape
+from .journey import Journey, Routed
 from .plan import FaultKind, Plan, Send
 from .prices import Usage
 from .store import Steps
 
-__all__ = ["AsyncRoutedStream", "RoutedStream", "StreamRestart"]
+__all__ = ["AsyncRoutedStream", "RoutedStream", "StreamRestart", "astream", "stream"]
 
 # What a stream's opener hands back: the source, its iterator, the first chunk, and
 # whether to strip the usage chunk the caller did not ask for.
@@ -45,7 +46,16 @@ class StreamRestart:
 class _Watch:
     """What both stream flavours track: the text so far, the finish reason, the usage."""
 
-    def __init__(self, source: Any, first: Any, plan: Plan, send: Send, strip_usage: bool) -> None:
+    def __init__(
+        self,
+        source: Any,
+        first: Any,
+        plan: Plan,
+        send: Send,
+        strip_usage: bool,
+        shape: StreamShape,
+    ) -> None:
+        self.shape = shape
         self.source = source
         self.pending: Any = first
         self.plan = plan
@@ -61,24 +71,14 @@ class _Watch:
     def passes(self, chunk: Any) -> bool:
         """Record what the chunk says; False for a usage chunk the caller did not ask for."""
         self.chunks += 1
-        usage = transport.usage_of(chunk)
-        if usage is not None:
-            self.usage = usage
-        carries = False
-        for choice in getattr(chunk, "choices", None) or ():
-            delta = getattr(choice, "delta", None)
-            content = getattr(delta, "content", None)
-            if content:
-                self.parts.append(content)
-            if getattr(choice, "finish_reason", None):
-                self.finish_reason = choice.finish_reason
-            carries = carries or bool(
-                content
-                or getattr(choice, "finish_reason", None)
-                or getattr(delta, "tool_calls", None)
-                or getattr(delta, "role", None)
-            )
-        return not (self.strip_usage and usage is not None and not carries)
+        piece = self.shape.read(chunk)
+        if piece.usage is not None:
+            self.usage = piece.usage
+        if piece.text:
+            self.parts.append(piece.text)
+        if piece.finish:
+            self.finish_reason = piece.finish
+        return not (self.strip_usage and piece.usage is not None and not piece.carries)
 
     def take_pending(self) -> Any:
         chunk, self.pending = self.pending, None
@@ -139,7 +139,7 @@ class _Watch:
                 notice.next_route,
             )
         source, _, first, strip = opened
-        return _Watch(source, first, self.plan, send, strip)
+        return _Watch(source, first, self.plan, send, strip, self.shape)
 
     @property
     def hidden_params(self) -> dict[str, Any]:
@@ -159,13 +159,14 @@ class _Routed:
         plan: Plan,
         send: Send,
         *,
+        shape: StreamShape,
         reopen: Callable[[], Any] | None = None,
         on_restart: Callable[[StreamRestart], None] | None = None,
     ) -> None:
         """`reopen` opens the next route's answer (sync for RoutedStream, a coroutine for
         AsyncRoutedStream); given only with `stream_failure="restart"`."""
         source, iterator, first, strip = opened
-        self._watch = _Watch(source, first, plan, send, strip)
+        self._watch = _Watch(source, first, plan, send, strip, shape)
         self._it = iterator
         self._reopen = reopen
         self._on_restart = on_restart
@@ -350,3 +351,87 @@ def _close_later(close: Callable[[], Coroutine[Any, Any, Any]]) -> None:
     task = asyncio.ensure_future(close())
     _CLOSING.add(task)
     task.add_done_callback(_CLOSING.discard)
+
+
+def _stream_kwargs(
+    kwargs: dict[str, Any], send: Send, shape: StreamShape
+) -> tuple[dict[str, Any], bool]:
+    """Ask for the final usage chunk when the call is priced and the endpoint streams usage
+    only when asked; the returned flag says to strip that chunk, which the caller did not
+    ask for."""
+    options = kwargs.get("stream_options") or {}
+    if (
+        not shape.ask_usage
+        or options.get("include_usage")
+        or (send.candidate.price is None and send.held is None)
+    ):
+        return kwargs, False
+    return {**kwargs, "stream_options": {**options, "include_usage": True}}, True
+
+
+def stream(
+    plan: Plan,
+    endpoint: Endpoint,
+    kwargs: dict[str, Any],
+    *,
+    restart: bool,
+    on_restart: Callable[[StreamRestart], None] | None,
+) -> Routed[RoutedStream]:
+    """Route a streamed call: fall through until a route's first chunk, then hand over."""
+    shape = endpoint.stream
+    assert shape is not None
+
+    def open_stream(send: Send) -> Opened:
+        call_kwargs, strip = _stream_kwargs(kwargs, send, shape)
+        source = transport.call(endpoint.function, send.route, call_kwargs, plan.group, send.timeout)
+        iterator = iter(source)
+        first = next(iterator, None)
+        if first is None or shape.hollow(first):
+            raise transport.stream_cut_error(send.route, "")
+        return source, iterator, first, strip
+
+    opened, send = drive(plan, open_stream, final=False)
+    routed = RoutedStream(
+        opened,
+        plan,
+        send,
+        shape=shape,
+        reopen=(lambda: drive(plan, open_stream, final=False)) if restart else None,
+        on_restart=on_restart,
+    )
+    return Routed(routed, send.route, plan.journey)
+
+
+async def astream(
+    plan: Plan,
+    endpoint: Endpoint,
+    kwargs: dict[str, Any],
+    *,
+    restart: bool,
+    on_restart: Callable[[StreamRestart], None] | None,
+) -> Routed[AsyncRoutedStream]:
+    """The async twin of `stream`."""
+    shape = endpoint.stream
+    assert shape is not None
+
+    async def open_stream(send: Send) -> Opened:
+        call_kwargs, strip = _stream_kwargs(kwargs, send, shape)
+        source = await transport.acall(
+            endpoint.afunction, send.route, call_kwargs, plan.group, send.timeout
+        )
+        iterator = source.__aiter__()
+        first = await anext(iterator, None)
+        if first is None or shape.hollow(first):
+            raise transport.stream_cut_error(send.route, "")
+        return source, iterator, first, strip
+
+    opened, send = await adrive(plan, open_stream, final=False)
+    routed = AsyncRoutedStream(
+        opened,
+        plan,
+        send,
+        shape=shape,
+        reopen=(lambda: adrive(plan, open_stream, final=False)) if restart else None,
+        on_restart=on_restart,
+    )
+    return Routed(routed, send.route, plan.journey)

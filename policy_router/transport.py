@@ -112,23 +112,27 @@ def response_format_schema(response_format: Any) -> Any:
     return type_to_response_format_param(response_format)
 
 
-def count_tokens(kwargs: Mapping[str, Any]) -> int:
+def count_tokens(kwargs: Mapping[str, Any], texts: tuple[str, ...] = ("messages",)) -> int:
     """The prompt's tokens by LiteLLM's token counter with its default tokenizer.
 
     The same count serves every route of a request, so routes are compared on one measure.
     No model name is passed on purpose: for some names (`llama-3`, `llama-2`, `command-r`,
     `replicate`) LiteLLM tries to download a tokenizer from Hugging Face, which blocked
     23 s here with no network. The default tokenizer is bundled and never downloads.
+    `texts` names the prompt's keyword arguments (`messages`, or `input`, `prompt`, ...).
     """
     try:
-        return int(
-            litellm.token_counter(
-                messages=kwargs.get("messages") or [], tools=kwargs.get("tools") or None
+        if texts == ("messages",):
+            return int(
+                litellm.token_counter(
+                    messages=kwargs.get("messages") or [], tools=kwargs.get("tools") or None
+                )
             )
-        )
+        text = " ".join(json.dumps(kwargs[t], default=str) if not isinstance(kwargs[t], str) else kwargs[t] for t in texts if kwargs.get(t) is not None)
+        return int(litellm.token_counter(text=text))
     except Exception:
         # Odd content LiteLLM cannot count: the byte length over four is a fair estimate.
-        return len(json.dumps(kwargs.get("messages"), default=str)) // 4
+        return len(json.dumps([kwargs.get(t) for t in texts], default=str)) // 4
 
 
 def usage_of(response: Any) -> Usage | None:
@@ -248,15 +252,20 @@ def missing_credentials(route: Route) -> tuple[list[str], str]:
     return missing, _AMBIENT.get(provider, "") if missing else ""
 
 
-def ping(route: Route) -> Fault | None:
-    """One cheap live request (one token of output); None when it answered."""
+def ping(route: Route, embedding: bool = False) -> Fault | None:
+    """One cheap live request (one token of output, or one word embedded); None when it
+    answered."""
     try:
-        call(
-            route,
-            {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1},
-            "preflight",
-            timeout=10.0,
-        )
+        if embedding:
+            call("embedding", route, {"input": ["ping"]}, "preflight", timeout=10.0)
+        else:
+            call(
+                "completion",
+                route,
+                {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1},
+                "preflight",
+                timeout=10.0,
+            )
     except Exception as exc:
         fault = classify(exc)
         if fault is None:
@@ -297,6 +306,22 @@ _CALLBACK_LISTS = (
 )
 
 
+class _NoRetries(int):
+    """Zero retries that survive LiteLLM's `max_retries or litellm.DEFAULT_MAX_RETRIES`.
+
+    LiteLLM's OpenAI embedding path (litellm 1.110.2, `llms/openai/openai.py`) reads an
+    explicit `max_retries=0` as "unset" because 0 is falsy, and the OpenAI client then
+    retried twice: three requests per failed embedding, measured here. This zero is truthy,
+    so it reaches the client, which counts it as the 0 it equals.
+    """
+
+    def __bool__(self) -> bool:
+        return True
+
+
+NO_RETRIES = _NoRetries(0)
+
+
 def _kwargs(
     route: Route, kwargs: Mapping[str, Any], group: str, timeout: float | None = None
 ) -> dict[str, Any]:
@@ -304,7 +329,7 @@ def _kwargs(
     # (`litellm_params` first, then the call's own). A caller cannot override where the
     # call goes or its credentials: `validate.REFUSED_KWARGS` refuses those.
     merged = {**route.kwargs, **kwargs}
-    merged.update(model=route.model, num_retries=0, max_retries=0)
+    merged.update(model=route.model, num_retries=0, max_retries=NO_RETRIES)
     if timeout is not None:
         # The deadline's length caps each attempt's timeout (the route's, the call's, or
         # one made of it).
@@ -329,19 +354,30 @@ def _kwargs(
     return merged
 
 
-def call(route: Route, kwargs: Mapping[str, Any], group: str, timeout: float | None = None) -> Any:
-    """One request through `litellm.completion` (a `ModelResponse` or a stream wrapper).
+def call(
+    function: str,
+    route: Route,
+    kwargs: Mapping[str, Any],
+    group: str,
+    timeout: float | None = None,
+) -> Any:
+    """One request through LiteLLM's `function` (`completion`, `embedding`, `responses`,
+    `text_completion`): its own response object or stream.
 
-    `timeout`, when given, replaces the call's own (it is already the shorter of the two).
+    `timeout`, when given, caps the call's own (see `_kwargs`).
     """
-    return litellm.completion(**_kwargs(route, kwargs, group, timeout))
+    return getattr(litellm, function)(**_kwargs(route, kwargs, group, timeout))
 
 
 async def acall(
-    route: Route, kwargs: Mapping[str, Any], group: str, timeout: float | None = None
+    function: str,
+    route: Route,
+    kwargs: Mapping[str, Any],
+    group: str,
+    timeout: float | None = None,
 ) -> Any:
-    """One request through `litellm.acompletion`."""
-    return await litellm.acompletion(**_kwargs(route, kwargs, group, timeout))
+    """One request through LiteLLM's async `function` (`acompletion`, `aembedding`, ...)."""
+    return await getattr(litellm, function)(**_kwargs(route, kwargs, group, timeout))
 
 
 def stream_cut_error(route: Route, text: str) -> Exception:

@@ -15,7 +15,7 @@ from typing import Any
 from .deadline import check_seconds, check_timeout
 from .errors import ConfigError
 
-__all__ = ["REFUSED_KWARGS", "check_call", "check_messages"]
+__all__ = ["REFUSED_KWARGS", "check_call", "check_messages", "check_policies"]
 
 # Keywords a caller may not pass: each would let LiteLLM decide what the router decides.
 REFUSED_KWARGS = {
@@ -115,3 +115,44 @@ def check_call(kwargs: Mapping[str, Any], *, texts: Sequence[str] = ()) -> None:
                     _text(item, f"{name}[{i}]")
                 elif isinstance(item, Mapping):
                     _content(item.get("content"), f"{name}[{i}].content")
+
+
+def check_policies(
+    budget: Any,
+    breaker: Any,
+    retry: Any,
+    store: Any,
+    name: Any,
+    stream_failure: Any,
+    on_restart: Any,
+) -> None:
+    """Refuse a Router policy of the wrong type, naming it and the fix."""
+    from .breaker import Breaker
+    from .budget import Budget
+    from .retry import Retry
+
+    for given, kind, what in (
+        (budget, Budget, "budget"),
+        (breaker, Breaker, "breaker"),
+        (retry, Retry, "retry"),
+    ):
+        if given is not None and not isinstance(given, kind):
+            raise ConfigError(f"{what} must be a {kind.__name__}, got {type(given).__name__}")
+    if store is not None and not callable(getattr(store, "bind", None)):
+        raise ConfigError(
+            f"store must be a Store such as InMemoryStore() or RedisStore(url), got "
+            f"{type(store).__name__}"
+        )
+    if not isinstance(name, str) or not name or not name.isprintable() or " " in name:
+        raise ConfigError(
+            f"Router name must be a non-empty string without spaces, got {name!r}; it "
+            "names the router's keys in a shared store"
+        )
+    if stream_failure not in ("raise", "restart"):
+        raise ConfigError(f"stream_failure must be 'raise' or 'restart', got {stream_failure!r}")
+    if stream_failure == "restart" and on_restart is None:
+        raise ConfigError(
+            "stream_failure='restart' needs on_restart=callback: a plain `for chunk` "
+            "consumer would otherwise receive the failed route's partial text followed by "
+            "the next route's whole answer; the callback is told to discard what it had"
+        )

@@ -101,3 +101,50 @@ def test_structured_output(fake: FakeProvider) -> None:
     )
     city = chat(fake).with_structured_output(City).invoke("Tell me about Oslo")
     assert city == City(name="Oslo", population=709000)
+
+
+def test_per_call_model_routes_to_that_group(fake: FakeProvider) -> None:
+    """invoke(..., model="other") and bind(model=...) route to that group (it raised
+    TypeError: multiple values for 'model' before)."""
+    router = Router([fake_route(fake, "a"), fake_route(fake, "b", group="other")])
+    model = ChatPolicyRouter(router=router, model="g")
+    assert model.invoke("hi", model="other").response_metadata["model_name"] == "openai/b"
+    assert model.bind(model="other").invoke("hi").response_metadata["model_name"] == "openai/b"
+    assert model.invoke("hi").response_metadata["model_name"] == "openai/a"
+
+
+def test_streams_carry_usage_metadata(fake: FakeProvider) -> None:
+    """A stream asks for usage by default, so the merged message has usage_metadata."""
+    fake.script("a", Reply("one two", usage=(5, 2)))
+    merged = None
+    for chunk in chat(fake).stream("hi"):
+        merged = chunk if merged is None else merged + chunk
+    assert merged is not None and merged.usage_metadata is not None
+    assert (merged.usage_metadata["input_tokens"], merged.usage_metadata["output_tokens"]) == (5, 2)
+    assert fake.bodies("a")[0]["stream_options"] == {"include_usage": True}
+
+
+def test_constructor_settings_reach_litellm(fake: FakeProvider) -> None:
+    """temperature, max_tokens, stop and timeout are sent (they were dropped before);
+    max_retries becomes the router's Retry for the call."""
+    fake.script("a", Fail(503), Reply("ok"))
+    model = chat(fake, temperature=0, max_tokens=7, stop=["END"], timeout=60, max_retries=1)
+    message = model.invoke("hi")
+    body = fake.bodies("a")[-1]
+    assert (body["temperature"], body["max_tokens"], body["stop"]) == (0, 7, ["END"])
+    journey = message.response_metadata["policy_router"]
+    assert [a.route for a in journey.attempts] == ["openai/a", "openai/a"]  # one retry
+
+
+def test_embeddings_route_through_the_router(fake: FakeProvider) -> None:
+    """PolicyRouterEmbeddings is a LangChain Embeddings over Router.embedding: equal texts
+    embed equally, batches keep their order, and the async twins agree."""
+    from policy_router.integrations.langchain import PolicyRouterEmbeddings
+
+    router = Router([fake_route(fake, "e", capabilities={"embedding": True})])
+    embeddings = PolicyRouterEmbeddings(router=router, model="g", chunk_size=2)
+    vectors = embeddings.embed_documents(["alpha", "beta", "alpha"])
+    assert len(vectors) == 3 and vectors[0] == vectors[2] != vectors[1]
+    assert embeddings.embed_query("beta") == vectors[1]
+    assert asyncio.run(embeddings.aembed_documents(["alpha"])) == [vectors[0]]
+    assert fake.requests("e") == 4  # two batches, one query, one async batch

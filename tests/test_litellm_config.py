@@ -247,3 +247,15 @@ def test_restart_without_a_callback_is_refused(fake: FakeProvider) -> None:
 
     with pytest.raises(ConfigError, match="needs on_restart"):
         Router([fake_route(fake, "a")], stream_failure="restart")
+
+
+def test_model_info_mode_says_what_a_deployment_serves(fake: FakeProvider) -> None:
+    """mode: embedding makes a route serve embeddings only; a chat call skips it."""
+    embed = deployment(fake, "embedder")
+    embed["model_info"] = {"mode": "embedding"}
+    router = Router.from_litellm_model_list([embed, deployment(fake, "chatty")])
+    routed = router.route(model="gpt", messages=MESSAGES)
+    assert routed.route.name == "openai/chatty"
+    assert routed.journey.skips[0].reason == "cannot do chat"
+    vectors = router.route(model="gpt", endpoint="embedding", input=["x"])
+    assert vectors.route.name == "openai/embedder"

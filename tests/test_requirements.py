@@ -93,7 +93,8 @@ def test_capabilities_come_from_litellm_then_overrides() -> None:
     """Known models take LiteLLM's info; a declaration overrides it either way."""
     info = {"supports_function_calling": True, "supports_vision": True}
     caps = resolve("m", info, True, {Capability.IMAGES: False, Capability.THINKING: True})
-    assert caps.have == {Capability.TOOLS, Capability.STREAMING, Capability.THINKING}
+    chat = {Capability.CHAT, Capability.RESPONSES, Capability.COMPLETION}  # a chat model's
+    assert caps.have == {Capability.TOOLS, Capability.STREAMING, Capability.THINKING, *chat}
     assert caps.source == "litellm+declared"
     unknown = resolve("m", None, False, {})
     assert not unknown.known and "declare them" in unknown.why_unknown

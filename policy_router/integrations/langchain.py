@@ -1,13 +1,17 @@
-"""A LangChain chat model over a `Router` and a group: `ChatPolicyRouter`.
+"""LangChain over a `Router`: `ChatPolicyRouter` (a chat model) and `PolicyRouterEmbeddings`.
 
-    model = ChatPolicyRouter(router=router, model="smart")
+    model = ChatPolicyRouter(router=router, model="smart", temperature=0, max_tokens=300)
     chain = prompt | model | StrOutputParser()
+    store = InMemoryVectorStore(PolicyRouterEmbeddings(router=router, model="embed"))
 
-It is a real `langchain_core` `BaseChatModel`: `invoke`, `ainvoke`, `stream`, `astream`,
-`bind_tools` and `with_structured_output` work as for any chat model. Every call goes
-through the router, so requirements, the floor, the breaker, the budget and the deadline
-apply; the journey is in each message's `response_metadata["policy_router"]`, and token
-usage in `usage_metadata`. Needs the `langchain` extra (`pip install policy-router[langchain]`).
+`ChatPolicyRouter` is a real `langchain_core` `BaseChatModel`: `invoke`, `ainvoke`,
+`stream`, `astream`, `batch`, `bind_tools` and `with_structured_output` work as for any
+chat model, and the usual settings (`temperature`, `max_tokens`, `stop`, `timeout`,
+`max_retries`) reach the call. `PolicyRouterEmbeddings` is a real `Embeddings`. Every call
+goes through the router, so requirements, the floor, the breaker, the budget and the
+deadline apply; the journey is in each message's `response_metadata["policy_router"]`, and
+token usage in `usage_metadata` (streams included). Needs the `langchain` extra
+(`pip install policy-router[langchain]`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from langchain_core.callbacks import (
     AsyncCallbackManagerForLLMRun,
     CallbackManagerForLLMRun,
 )
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import LanguageModelInput
+from langchain_core.language_models.base import LangSmithParams
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -34,25 +40,43 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from ..retry import Retry
 from ..router import Router
 
-__all__ = ["ChatPolicyRouter"]
+__all__ = ["ChatPolicyRouter", "PolicyRouterEmbeddings"]
+
+# The usual chat-model settings, sent to LiteLLM when set.
+_SETTINGS = ("temperature", "max_tokens", "stop", "timeout", "top_p", "seed", "n")
 
 
 class ChatPolicyRouter(BaseChatModel):
     """A LangChain chat model that routes every call through a `Router` group.
 
-    `model` names the group (as `model=` does for `Router.completion`); `call_kwargs`
-    are LiteLLM keyword arguments sent with every call (`max_tokens`, `temperature`, ...,
-    and the router's own `on_device`, `needs`, `deadline`). It adds no retries of its own.
+    `model` names the group (as `model=` does for `Router.completion`); a per-call
+    `model=` (`invoke(..., model="other")`, `bind(model=...)`) routes to that group or
+    route instead. `temperature`, `max_tokens`, `stop`, `timeout`, `top_p`, `seed` and `n`
+    are sent with every call when set; `max_retries=N` becomes the router's
+    `Retry(attempts=N + 1)` for these calls (LiteLLM's own retries stay off: one request
+    per attempt). `call_kwargs` holds any other LiteLLM keyword argument, and the router's
+    own (`on_device`, `needs`, `deadline`). With `stream_usage` (the default) a stream
+    asks for usage and its last chunk carries `usage_metadata`.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     router: Router
     model: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: list[str] | None = None
+    timeout: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    n: int | None = None
+    max_retries: int | None = None
+    stream_usage: bool = True
     call_kwargs: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -61,14 +85,27 @@ class ChatPolicyRouter(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"model": self.model, **self.call_kwargs}
+        return {"model": self.model, **self._settings(), **self.call_kwargs}
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params["ls_provider"] = "policy_router"
+        params["ls_model_name"] = str(kwargs.get("model") or self.model or "")
+        return params
+
+    def _settings(self) -> dict[str, Any]:
+        return {k: v for k in _SETTINGS if (v := getattr(self, k)) not in (None, [])}
 
     def _kwargs(
         self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any
     ) -> dict[str, Any]:
-        call = {**self.call_kwargs, **kwargs, "messages": convert_to_openai_messages(messages)}
+        call = {**self._settings(), **self.call_kwargs, **kwargs}
+        call["messages"] = convert_to_openai_messages(messages)
         if stop:
             call["stop"] = stop
+        if self.max_retries is not None and "retry" not in call:
+            call["retry"] = Retry(attempts=self.max_retries + 1)
+        call.setdefault("model", self.model)
         return call
 
     # -- whole answers ---------------------------------------------------------------------
@@ -79,7 +116,7 @@ class ChatPolicyRouter(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        routed = self.router.route(model=self.model, **self._kwargs(messages, stop, **kwargs))
+        routed = self.router.route(**self._kwargs(messages, stop, **kwargs))
         return _result(routed.response, routed.journey, routed.route.name)
 
     async def _agenerate(
@@ -89,12 +126,19 @@ class ChatPolicyRouter(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        routed = await self.router.aroute(
-            model=self.model, **self._kwargs(messages, stop, **kwargs)
-        )
+        routed = await self.router.aroute(**self._kwargs(messages, stop, **kwargs))
         return _result(routed.response, routed.journey, routed.route.name)
 
     # -- streams ---------------------------------------------------------------------------
+    def _stream_call(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        call = self._kwargs(messages, stop, **kwargs)
+        call["stream"] = True
+        if self.stream_usage and "stream_options" not in call:
+            call["stream_options"] = {"include_usage": True}
+        return call
+
     def _stream(
         self,
         messages: list[BaseMessage],
@@ -102,8 +146,7 @@ class ChatPolicyRouter(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        call = self._kwargs(messages, stop, **kwargs)
-        stream = self.router.completion(model=self.model, stream=True, **call)
+        stream = self.router.completion(**self._stream_call(messages, stop, kwargs))
         for chunk in stream:
             generation = _chunk(chunk)
             if run_manager is not None and generation.text:
@@ -118,8 +161,7 @@ class ChatPolicyRouter(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        call = self._kwargs(messages, stop, **kwargs)
-        stream = await self.router.acompletion(model=self.model, stream=True, **call)
+        stream = await self.router.acompletion(**self._stream_call(messages, stop, kwargs))
         async for chunk in stream:
             generation = _chunk(chunk)
             if run_manager is not None and generation.text:
@@ -146,6 +188,59 @@ class ChatPolicyRouter(BaseChatModel):
         return super().bind(tools=formatted, **kwargs)
 
 
+class PolicyRouterEmbeddings(BaseModel, Embeddings):
+    """LangChain embeddings through a `Router` group (`Router.embedding`).
+
+    `model` names the group of embedding routes; `call_kwargs` holds other LiteLLM
+    keyword arguments (`dimensions`, ...) and the router's own (`on_device`, `deadline`).
+    `chunk_size` texts go in one request. The router's policies apply to every request.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    router: Router
+    model: str | None = None
+    chunk_size: int = 256
+    call_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    def _batches(self, texts: list[str]) -> list[list[str]]:
+        size = max(self.chunk_size, 1)
+        return [texts[i : i + size] for i in range(0, len(texts), size)]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order."""
+        return [
+            v
+            for batch in self._batches(texts)
+            for v in _vectors(
+                self.router.embedding(model=self.model, input=batch, **self.call_kwargs)
+            )
+        ]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for batch in self._batches(texts):
+            response = await self.router.aembedding(
+                model=self.model, input=batch, **self.call_kwargs
+            )
+            vectors.extend(_vectors(response))
+        return vectors
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return (await self.aembed_documents([text]))[0]
+
+
+def _vectors(response: Any) -> list[list[float]]:
+    data = sorted(
+        response.data,
+        key=lambda d: d["index"] if isinstance(d, dict) else getattr(d, "index", 0),
+    )
+    return [list(d["embedding"] if isinstance(d, dict) else d.embedding) for d in data]
+
+
 def _usage(response: Any) -> UsageMetadata | None:
     usage = getattr(response, "usage", None)
     if usage is None or getattr(usage, "prompt_tokens", None) is None:
@@ -158,27 +253,31 @@ def _usage(response: Any) -> UsageMetadata | None:
 
 
 def _result(response: Any, journey: Any, route: str) -> ChatResult:
-    message = response.choices[0].message
-    tool_calls = [
-        {
-            "name": tc.function.name,
-            "args": json.loads(tc.function.arguments or "{}"),
-            "id": tc.id,
-            "type": "tool_call",
-        }
-        for tc in (message.tool_calls or [])
-    ]
-    ai = AIMessage(
-        content=message.content or "",
-        tool_calls=tool_calls,
-        usage_metadata=_usage(response),
-        response_metadata={
-            "model_name": route,
-            "finish_reason": response.choices[0].finish_reason,
-            "policy_router": journey,
-        },
-    )
-    return ChatResult(generations=[ChatGeneration(message=ai)])
+    generations = []
+    for choice in response.choices:
+        message = choice.message
+        tool_calls = [
+            {
+                "name": tc.function.name,
+                "args": json.loads(tc.function.arguments or "{}"),
+                "id": tc.id,
+                "type": "tool_call",
+            }
+            for tc in (message.tool_calls or [])
+        ]
+        ai = AIMessage(
+            content=message.content or "",
+            tool_calls=tool_calls,
+            usage_metadata=_usage(response),
+            response_metadata={
+                "model_name": route,
+                "model_provider": "policy_router",
+                "finish_reason": choice.finish_reason,
+                "policy_router": journey,
+            },
+        )
+        generations.append(ChatGeneration(message=ai))
+    return ChatResult(generations=generations, llm_output={"model_name": route})
 
 
 def _chunk(chunk: Any) -> ChatGenerationChunk:
@@ -202,6 +301,10 @@ def _final_chunk(stream: Any) -> ChatGenerationChunk:
     return ChatGenerationChunk(
         message=AIMessageChunk(
             content="",
-            response_metadata={"policy_router": stream.journey, "model_name": stream.route},
+            response_metadata={
+                "policy_router": stream.journey,
+                "model_name": stream.route,
+                "model_provider": "policy_router",
+            },
         )
     )

@@ -15,10 +15,12 @@ token a word (see `billing.py`), but it bills every part of a request a real pro
 bills, honours `n`, `max_tokens`/`max_completion_tokens` and a model's own output limit.
 """
 
+from .responder import Cooperative
 from .server import FakeProvider
 from .steps import Cut, Drop, Fail, Hang, NoFinish, Refuse, Reply, Step, Trickle
 
 __all__ = [
+    "Cooperative",
     "Cut",
     "Drop",
     "Fail",

@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -45,8 +45,16 @@ class FakeProvider:
     of everything the request sends, and of every choice of the reply it sends back.
     """
 
-    def __init__(self, *, default: Reply | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        default: Reply | None = None,
+        responder: Callable[[str, dict[str, Any]], Step | None] | None = None,
+    ) -> None:
+        """`default` answers a request no script is queued for, unless `responder` (given
+        the request's path and body) returns a step first: see `Cooperative`."""
         self._default = default or Reply()
+        self._responder = responder
         self._lock = threading.Lock()
         self._scripts: dict[str, deque[Step]] = defaultdict(deque)
         self._bodies: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -142,12 +150,15 @@ class FakeProvider:
             self._limits.clear()
             self._connections = 0
 
-    def _take(self, model: str, body: dict[str, Any]) -> tuple[Step, Limits]:
+    def _take(self, model: str, path: str, body: dict[str, Any]) -> tuple[Step, Limits]:
         with self._lock:
             self._bodies[model].append(body)
             queue = self._scripts.get(model)
-            step = queue.popleft() if queue else self._default
-            return step, self._limits.get(model, Limits())
+            step = queue.popleft() if queue else None
+            limits = self._limits.get(model, Limits())
+        if step is None and self._responder is not None:
+            step = self._responder(path, body)
+        return step or self._default, limits
 
     def _sleep(self, seconds: float) -> bool:
         """Wait, but wake at shutdown; True when the server is stopping."""
@@ -195,7 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_json(404, error_body(f"no route {self.path}", "not_found"))
             return
         model = str(body.get("model", ""))
-        step, limits = self.fake._take(model, body)
+        step, limits = self.fake._take(model, path, body)
         exchange(self, model, body, limits).play(step)
 
     def do_GET(self) -> None:
@@ -246,9 +257,7 @@ class Exchange:
     prefix: ClassVar[str] = "fake"
     done: ClassVar[bytes | None] = b"data: [DONE]\n\n"
 
-    def __init__(
-        self, handler: _Handler, model: str, body: dict[str, Any], limits: Limits
-    ) -> None:
+    def __init__(self, handler: _Handler, model: str, body: dict[str, Any], limits: Limits) -> None:
         self.h = handler
         self.model = model
         self.body = body
@@ -281,7 +290,9 @@ class Exchange:
             headers = {}
             if step.retry_after is not None:
                 headers["Retry-After"] = f"{step.retry_after:g}"
-            self.h.send_json(step.status, error_body(step.message or text, kind, step.code), headers)
+            self.h.send_json(
+                step.status, error_body(step.message or text, kind, step.code), headers
+            )
         elif isinstance(step, Refuse):
             self.h.send_json(
                 400, error_body(step.message, "invalid_request_error", "content_policy_violation")

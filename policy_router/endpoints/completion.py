@@ -1,0 +1,60 @@
+"""Text completions: `litellm.text_completion` / `atext_completion`, `prompt` in.
+
+Measured with litellm 1.110.2: LiteLLM's text-completion stream wrapper hides a stream cut
+short (it ends it with a made-up `finish_reason="stop"` and an estimated usage), so such a
+cut cannot be told from a clean end here; chat streams are watched more closely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import transport
+from ..errors import ConfigError
+from ..requirements import Requirements
+from . import Endpoint, Piece, StreamShape
+
+__all__ = ["COMPLETION"]
+
+
+def _read(chunk: Any) -> Piece:
+    text: list[str] = []
+    finish = None
+    for choice in getattr(chunk, "choices", None) or ():
+        piece = getattr(choice, "text", None)
+        if piece:
+            text.append(piece)
+        finish = getattr(choice, "finish_reason", None) or finish
+    joined = "".join(text)
+    return Piece(joined, finish, transport.usage_of(chunk), bool(joined or finish))
+
+
+def _check(kwargs: Mapping[str, Any]) -> None:
+    prompt = kwargs.get("prompt")
+    if not (
+        isinstance(prompt, str)
+        or (isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt))
+    ):
+        raise ConfigError(
+            f"prompt must be a string or a non-empty list of strings, got {type(prompt).__name__}"
+        )
+
+
+def _requirements(kwargs: Mapping[str, Any]) -> Requirements:
+    return Requirements(endpoint="completion", streaming=bool(kwargs.get("stream")))
+
+
+COMPLETION = Endpoint(
+    name="completion",
+    function="text_completion",
+    afunction="atext_completion",
+    prompt=("prompt",),
+    reply_caps=("max_tokens",),
+    choices=("n", "best_of"),
+    generates=True,
+    check=_check,
+    requirements=_requirements,
+    usage=transport.usage_of,
+    stream=StreamShape(_read, lambda _chunk: False, ask_usage=True),
+)
