@@ -157,8 +157,14 @@ def prompt_bound(
         value = kwargs.get(name)
         items = value if isinstance(value, list | tuple) else ([] if value is None else [value])
         for item in items:
+            content = item.get("content") if isinstance(item, Mapping) else item
+            if isinstance(content, str) and len(item) == 2 and isinstance(item.get("role"), str):
+                # The common message, {"role": ..., "content": "text"}, counted directly.
+                bound += len(content.encode("utf-8", "surrogatepass")) + len(item["role"]) + 11
+                bound += PER_MESSAGE_TOKENS
+                continue
             bound += _bytes(item) + PER_MESSAGE_TOKENS
-            found, unbounded = _parts(item.get("content") if isinstance(item, Mapping) else item)
+            found, unbounded = _parts(content)
             if unbounded:
                 return None
             images += found

@@ -32,8 +32,10 @@ class LogObserver:
     shared store lost, and back, at WARNING."""
 
     def __call__(self, record: object) -> None:
-        log = logger.opt(depth=0)
-        if isinstance(record, RestOpened):
+        log = logger
+        if isinstance(record, Skip | Attempt):  # the common record first
+            log.debug("policy_router: {}", record)
+        elif isinstance(record, RestOpened):
             if record.first:
                 log.warning(
                     "policy_router: {} rests {:.0f} s after {} failures: {}",
@@ -60,8 +62,6 @@ class LogObserver:
                 record.store,
                 record.after,
             )
-        elif isinstance(record, Skip | Attempt):
-            log.debug("policy_router: {}", record)
 
 
 def fan_out(observers: Sequence[Observer]) -> Observer:

@@ -189,8 +189,11 @@ def arrange(
         return (lambda cs: cheapest(cs, facts)), None
     if order is Order.ROUND_ROBIN:
         return (lambda cs: round_robin(cs, context)), None
-    if isinstance(order, Ordering) and not getattr(order, "reads_health", True):
-        return (lambda cs: order.order(cs, context)), None
+    # Anything but a built-in Order is an Ordering object (checked once, by `choose`): no
+    # runtime Protocol isinstance on the hot path, which cost ~20 us a call.
+    if not getattr(order, "reads_health", True):
+        custom = order
+        return (lambda cs: custom.order(cs, context)), None  # type: ignore[union-attr]
 
     def seeing(seen: Mapping[str, Health]) -> OrderContext:
         return replace(context, failures=lambda name: seen.get(name, _CLOSED).failures)
@@ -198,8 +201,7 @@ def arrange(
     if order is Order.HEALTHIEST:
         return None, lambda cs, seen: healthiest(cs, seeing(seen))
     ordering = order
-    assert isinstance(ordering, Ordering)
-    return None, lambda cs, seen: ordering.order(cs, seeing(seen))
+    return None, lambda cs, seen: ordering.order(cs, seeing(seen))  # type: ignore[union-attr]
 
 
 def choose(order: Order | str | Ordering, routes: Sequence[Any]) -> Order | Ordering:

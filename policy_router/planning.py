@@ -27,16 +27,18 @@ from .clock import Clock
 from .deadline import Deadline
 from .endpoints import Endpoint
 from .errors import ConfigError, NoRouteError
-from .journey import Explanation, Skip
+from .journey import Explanation, Routed, Skip
 from .order import Arrange, ArrangeByHealth, Order, OrderContext, Ordering, arrange
-from .plan import Plan
+from .plan import Plan, Send
 from .requirements import Requirements
 from .retry import Retry
 from .route import Route
 from .store import Store
 from .validate import check_call
 
-__all__ = ["POLICY_KWARGS", "Planner"]
+__all__ = ["POLICY_KWARGS", "Planner", "finish"]
+
+_ON_DEVICE = Requirements(on_device=True)
 
 # Keywords the router takes out of a call before LiteLLM sees it.
 POLICY_KWARGS = ("on_device", "needs", "deadline", "retry")
@@ -98,12 +100,14 @@ class Planner:
     def needs(self, endpoint: Endpoint, kwargs: Mapping[str, Any]) -> Requirements:
         """What the call needs, its arguments checked first (a ConfigError, nothing sent)."""
         endpoint.check(kwargs)
-        check_call(kwargs, texts=endpoint.prompt)
+        check_call(kwargs)
+        read = endpoint.requirements(kwargs)
         on_device = kwargs.get("on_device", False)
         if not isinstance(on_device, bool):
             raise ConfigError(f"on_device must be True or False, got {on_device!r}")
-        read = endpoint.requirements(kwargs)
-        return read | Requirements.of(kwargs.get("needs")) | Requirements(on_device=on_device)
+        if on_device:
+            read = read | _ON_DEVICE
+        return read if kwargs.get("needs") is None else read | Requirements.of(kwargs["needs"])
 
     def order_of(self, group: str) -> Order | Ordering:
         return self._orders.get(group, self._order)
@@ -136,6 +140,8 @@ class Planner:
     def _ordering(
         self, group: str, facts: RequestFacts | None
     ) -> tuple[Arrange | None, ArrangeByHealth | None]:
+        if self.order_of(group) is Order.AS_LISTED:
+            return None, None
         with self._lock:
             turn = next(self._turns[group])
         return arrange(self.order_of(group), OrderContext(group, facts, self._clock.now(), turn))
@@ -179,7 +185,7 @@ class Planner:
             deadline=Deadline(self._clock.now(), seconds, self._clock) if seconds else None,
             timeout=float(timeout) if isinstance(timeout, int | float) else None,
             emit=self._emit,
-            on_result=order.on_result if isinstance(order, Ordering) else None,
+            on_result=None if isinstance(order, Order) else order.on_result,
             store=self.store,
         )
         return plan, call_kwargs
@@ -208,3 +214,14 @@ def _with_messages(endpoint: Endpoint, messages: Any, kwargs: Mapping[str, Any])
             f"messages= belongs to chat; a {endpoint.name} call takes {endpoint.prompt[0]}="
         )
     return dict(kwargs)
+
+
+def finish(response: Any, send: Send, plan: Plan) -> Routed[Any]:
+    """The answer with the journey in its `_hidden_params`, where LiteLLM keeps its own."""
+    journey = plan.journey
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict):
+        hidden["policy_router"] = journey
+    elif hidden is not None:  # a text completion's HiddenParams model (extra fields allowed)
+        hidden.policy_router = journey
+    return Routed(response, send.route, journey)

@@ -159,7 +159,7 @@ class Price:
     short twin. `as_of` and `source` may override the table's for this row.
     """
 
-    __slots__ = (*RATES, "as_of", "long_above", "source")
+    __slots__ = (*RATES, "_worst", "as_of", "long_above", "source")
 
     input: int
     output: int
@@ -175,6 +175,7 @@ class Price:
     long_cache_write_1h: int | None
     as_of: dt.date | None
     source: str | None
+    _worst: tuple[int, int]
 
     def __init__(
         self,
@@ -215,17 +216,28 @@ class Price:
         if source is not None and not isinstance(source, str):
             raise ConfigError(f"{where}.source must be a string (a URL or a note), got {source!r}")
         set_(self, "source", source)
+        # The highest prompt and reply rates, asked for every reservation: found once.
+        short = self._tier(0)
+        long = self._tier(long_above + 1) if long_above is not None else short
+        set_(
+            self,
+            "_worst",
+            (
+                max(*short[:1], *short[2:5], *long[:1], *long[2:5]),
+                max(short[1], short[5], long[1], long[5]),
+            ),
+        )
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Price is immutable")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Price) and all(
-            getattr(self, k) == getattr(other, k) for k in self.__slots__
+            getattr(self, k) == getattr(other, k) for k in _ROW_KEYS
         )
 
     def __hash__(self) -> int:
-        return hash(tuple(getattr(self, k) for k in self.__slots__))
+        return hash(tuple(getattr(self, k) for k in _ROW_KEYS))
 
     def rates(self) -> dict[str, int]:
         """Every rate the row sets, by field name, in micro-units per million tokens."""
@@ -251,6 +263,11 @@ class Price:
 
     def cost(self, usage: Usage) -> int:
         """What `usage` costs, in micro-units, rounded up."""
+        if not (usage.cache_read or usage.cache_write or usage.reasoning) and (
+            self.long_above is None or usage.prompt <= self.long_above
+        ):
+            # Plain prompt and reply tokens, the common bill.
+            return _ceil_div(usage.prompt * self.input + usage.completion * self.output, MICROS)
         inp, out, read, write, write_1h, reasoning_rate = self._tier(usage.prompt)
         cached = min(max(usage.cache_read, 0), usage.prompt)
         written = min(max(usage.cache_write, 0), usage.prompt - cached)
@@ -280,10 +297,7 @@ class Price:
         a reply token can have (output, reasoning, in either tier), so no bill `cost` can
         compute for such a call exceeds it.
         """
-        short = self._tier(0)
-        long = self._tier(self.long_above + 1) if self.long_above is not None else short
-        in_rate = max(*short[:1], *short[2:5], *long[:1], *long[2:5])
-        out_rate = max(short[1], short[5], long[1], long[5])
+        in_rate, out_rate = self._worst
         return _ceil_div(prompt_bound * in_rate + reply_bound * out_rate, MICROS)
 
     def __repr__(self) -> str:

@@ -72,16 +72,16 @@ class Requirements:
         structured output; `cache_control` anywhere in the messages → prompt caching;
         `reasoning_effort`/`thinking` → thinking; `stream=True` → streaming.
         """
-        messages = kwargs.get("messages") or ()
-        response_format = kwargs.get("response_format")
-        return cls(
-            tools=bool(kwargs.get("tools") or kwargs.get("functions") or kwargs.get("tool_choice")),
-            images=_has_image(messages),
-            structured_output=_wants_structure(response_format),
-            prompt_caching=_has_key(messages, "cache_control"),
-            thinking=bool(kwargs.get("reasoning_effort") or kwargs.get("thinking")),
-            streaming=bool(kwargs.get("stream")),
+        images, caching = _scan(kwargs.get("messages") or ())
+        flags = (
+            bool(kwargs.get("tools") or kwargs.get("functions") or kwargs.get("tool_choice")),
+            images,
+            _wants_structure(kwargs.get("response_format")),
+            caching,
+            bool(kwargs.get("reasoning_effort") or kwargs.get("thinking")),
+            bool(kwargs.get("stream")),
         )
+        return _chat(flags)
 
     def __or__(self, other: Requirements) -> Requirements:
         return Requirements(
@@ -123,6 +123,32 @@ _FEATURES = tuple(c for c in Capability if c not in ENDPOINTS)
 def _needed(needs: Requirements) -> frozenset[Capability]:
     # Asked once per route per request: cached, since a request's needs repeat.
     return frozenset(c for c in _FEATURES if getattr(needs, c.value)) | {Capability(needs.endpoint)}
+
+
+@lru_cache(maxsize=64)
+def _chat(flags: tuple[bool, bool, bool, bool, bool, bool]) -> Requirements:
+    # A chat call's requirements are one of 64 values: made once each.
+    return Requirements(*flags)
+
+
+def _scan(messages: Any) -> tuple[bool, bool]:
+    """Whether the messages carry an image part, and a `cache_control` marker, in one pass
+    (a marker may sit on a message, a content part, or deeper)."""
+    images = caching = False
+    for message in messages if isinstance(messages, list | tuple) else ():
+        if not isinstance(message, Mapping):
+            continue
+        caching = caching or "cache_control" in message
+        content = message.get("content")
+        if isinstance(content, list):
+            for part in content:
+                if isinstance(part, Mapping):
+                    images = images or part.get("type") in _IMAGE_TYPES or "image_url" in part
+                    caching = caching or _has_key(part, "cache_control")
+    return images, caching
+
+
+_IMAGE_TYPES = frozenset({"image_url", "input_image", "image"})
 
 
 def _has_image(messages: Any) -> bool:

@@ -30,7 +30,7 @@ from .journey import Explanation, Routed
 from .observe import LogObserver, Observer, fan_out
 from .order import Order, Ordering, choose
 from .plan import Fault, FaultKind, Plan, Send
-from .planning import Planner
+from .planning import Planner, finish
 from .preflight import Verdict as PreflightVerdict
 from .preflight import preflight_route, problems
 from .retry import Retry
@@ -278,41 +278,43 @@ class Router:
     # -- calls: each mirrors the LiteLLM function of its name ------------------------------
     def completion(self, model: str | None = None, messages: Any = None, **kwargs: Any) -> Any:
         """Route a `litellm.completion` call: a `ModelResponse`, or a `RoutedStream`."""
-        return self.route(model, messages, **kwargs).response
+        return self._route("chat", model, messages, kwargs).response
 
     async def acompletion(
         self, model: str | None = None, messages: Any = None, **kwargs: Any
     ) -> Any:
         """Route a `litellm.acompletion` call: a `ModelResponse`, or an `AsyncRoutedStream`."""
-        return (await self.aroute(model, messages, **kwargs)).response
+        return (await self._aroute("chat", model, messages, kwargs)).response
 
     def embedding(self, model: str | None = None, input: Any = None, **kwargs: Any) -> Any:
         """Route a `litellm.embedding` call: an `EmbeddingResponse`."""
-        return self.route(model, endpoint="embedding", input=input, **kwargs).response
+        return self._route("embedding", model, None, {**kwargs, "input": input}).response
 
     async def aembedding(self, model: str | None = None, input: Any = None, **kwargs: Any) -> Any:
         """Route a `litellm.aembedding` call: an `EmbeddingResponse`."""
-        return (await self.aroute(model, endpoint="embedding", input=input, **kwargs)).response
+        return (await self._aroute("embedding", model, None, {**kwargs, "input": input})).response
 
     def responses(self, input: Any = None, model: str | None = None, **kwargs: Any) -> Any:
         """Route a `litellm.responses` call: a `ResponsesAPIResponse`, or with
         `stream=True` a `RoutedStream` of its events."""
-        return self.route(model, endpoint="responses", input=input, **kwargs).response
+        return self._route("responses", model, None, {**kwargs, "input": input}).response
 
     async def aresponses(self, input: Any = None, model: str | None = None, **kwargs: Any) -> Any:
         """Route a `litellm.aresponses` call (an `AsyncRoutedStream` of events when
         streamed)."""
-        return (await self.aroute(model, endpoint="responses", input=input, **kwargs)).response
+        return (await self._aroute("responses", model, None, {**kwargs, "input": input})).response
 
     def text_completion(self, prompt: Any = None, model: str | None = None, **kwargs: Any) -> Any:
         """Route a `litellm.text_completion` call: a `TextCompletionResponse` or a stream."""
-        return self.route(model, endpoint="completion", prompt=prompt, **kwargs).response
+        return self._route("completion", model, None, {**kwargs, "prompt": prompt}).response
 
     async def atext_completion(
         self, prompt: Any = None, model: str | None = None, **kwargs: Any
     ) -> Any:
         """Route a `litellm.atext_completion` call."""
-        return (await self.aroute(model, endpoint="completion", prompt=prompt, **kwargs)).response
+        return (
+            await self._aroute("completion", model, None, {**kwargs, "prompt": prompt})
+        ).response
 
     def route(
         self,
@@ -324,6 +326,11 @@ class Router:
     ) -> Routed[Any]:
         """Like the call of `endpoint` ("chat", "embedding", "responses", "completion"), but
         returns `Routed`: the response, the route that answered, the journey, the attempts."""
+        return self._route(endpoint, model, messages, kwargs)
+
+    def _route(
+        self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
+    ) -> Routed[Any]:
         spec, plan, call_kwargs = self._planned(endpoint, model, messages, kwargs)
         if call_kwargs.get("stream"):
             return stream(
@@ -334,7 +341,7 @@ class Router:
             lambda s: transport.call(spec.function, s.route, call_kwargs, plan.group, s.timeout),
             usage=spec.usage,
         )
-        return _finish(response, send, plan)
+        return finish(response, send, plan)
 
     async def aroute(
         self,
@@ -345,6 +352,11 @@ class Router:
         **kwargs: Any,
     ) -> Routed[Any]:
         """The async twin of `route`."""
+        return await self._aroute(endpoint, model, messages, kwargs)
+
+    async def _aroute(
+        self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
+    ) -> Routed[Any]:
         spec, plan, call_kwargs = self._planned(endpoint, model, messages, kwargs)
         if call_kwargs.get("stream"):
             return await astream(
@@ -357,7 +369,7 @@ class Router:
             )
 
         response, send = await adrive(plan, open_, usage=spec.usage)
-        return _finish(response, send, plan)
+        return finish(response, send, plan)
 
     def explain(
         self,
@@ -382,13 +394,3 @@ class Router:
 
     def __repr__(self) -> str:
         return overview.as_text(self._planner.groups)
-
-
-def _finish(response: Any, send: Send, plan: Plan) -> Routed[Any]:
-    journey = plan.journey
-    hidden = getattr(response, "_hidden_params", None)
-    if isinstance(hidden, dict):
-        hidden["policy_router"] = journey
-    elif hidden is not None:  # a text completion's HiddenParams model (extra fields allowed)
-        hidden.policy_router = journey
-    return Routed(response, send.route, journey)

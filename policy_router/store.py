@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cachetools import LRUCache
@@ -291,27 +291,30 @@ class InMemoryStore:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._spend: dict[str, SpendState] = {}
+        self._spend: dict[str, list[int]] = {}  # SpendState's fields, counted in place
         self._holds: dict[tuple[str, str], int] = {}
         # Ids settled or released lately, so a repeated write is a no-op; in one process
         # nothing is ever repeated, but the store keeps the same promise as a shared one.
         self._done: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=4096)
         self._health: dict[str, Health] = {}
 
+    def _account(self, budget: str) -> list[int]:
+        account = self._spend.get(budget)
+        if account is None:
+            account = self._spend[budget] = [0, 0, 0, 0, 0, 0]
+        return account
+
     def reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
         key = (budget, hold)
         with self._lock:
             if key in self._holds:
                 return True
-            state = self._spend.get(budget, SpendState())
-            if key in self._done or (
-                cap is not None and state.spent + state.reserved + amount > cap
-            ):
+            account = self._account(budget)
+            if key in self._done or (cap is not None and account[0] + account[1] + amount > cap):
                 return False
             self._holds[key] = amount
-            self._spend[budget] = replace(
-                state, reserved=state.reserved + amount, holding=state.holding + 1
-            )
+            account[1] += amount
+            account[5] += 1
             return True
 
     def settle(self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
@@ -321,16 +324,14 @@ class InMemoryStore:
                 return
             self._done[key] = True
             amount = self._holds.pop(key, None)
-            state = self._spend.get(budget, SpendState())
-            self._spend[budget] = replace(
-                state,
-                spent=state.spent + cost,
-                reserved=state.reserved - (amount or 0),
-                holding=state.holding - (amount is not None),
-                calls=state.calls + 1,
-                unmeasured=state.unmeasured + (not measured),
-                unbounded=state.unbounded + (not bounded),
-            )
+            account = self._account(budget)
+            account[0] += cost
+            account[2] += 1
+            account[3] += not measured
+            account[4] += not bounded
+            if amount is not None:
+                account[1] -= amount
+                account[5] -= 1
 
     def release(self, budget: str, hold: str) -> None:
         key = (budget, hold)
@@ -338,14 +339,13 @@ class InMemoryStore:
             self._done[key] = True
             amount = self._holds.pop(key, None)
             if amount is not None:
-                state = self._spend.get(budget, SpendState())
-                self._spend[budget] = replace(
-                    state, reserved=state.reserved - amount, holding=state.holding - 1
-                )
+                account = self._account(budget)
+                account[1] -= amount
+                account[5] -= 1
 
     def spend_state(self, budget: str) -> SpendState:
         with self._lock:
-            return self._spend.get(budget, SpendState())
+            return SpendState(*self._spend.get(budget, ()))
 
     def health(self, route: str) -> Health:
         with self._lock:

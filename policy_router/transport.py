@@ -135,31 +135,46 @@ def count_tokens(kwargs: Mapping[str, Any], texts: tuple[str, ...] = ("messages"
         return len(json.dumps([kwargs.get(t) for t in texts], default=str)) // 4
 
 
+def _field(obj: Any, name: str) -> Any:
+    """An attribute that may not be there, without paying for a missing one: LiteLLM's
+    pydantic objects answer a missing attribute through `__getattr__` and an exception."""
+    if obj is None:
+        return None
+    fields = getattr(obj, "__dict__", None)
+    if isinstance(fields, dict):
+        if name in fields:
+            return fields[name]
+        extra = fields.get("__pydantic_extra__") or getattr(obj, "__pydantic_extra__", None)
+        return extra.get(name) if isinstance(extra, dict) else None
+    return getattr(obj, name, None)
+
+
 def usage_of(response: Any) -> Usage | None:
     """The usage a response or final stream chunk reports, or None when it has none."""
-    usage = getattr(response, "usage", None)
+    usage = _field(response, "usage")
     if usage is None:
         return None
-    prompt = getattr(usage, "prompt_tokens", None)
-    completion = getattr(usage, "completion_tokens", None)
+    prompt = _field(usage, "prompt_tokens")
+    completion = _field(usage, "completion_tokens")
     if not isinstance(prompt, int) or not isinstance(completion, int):
         return None
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) or getattr(
-        usage, "cache_read_input_tokens", None
+    details = _field(usage, "prompt_tokens_details")
+    out = _field(usage, "completion_tokens_details")
+    if details is None and out is None and not _field(usage, "cache_creation_input_tokens"):
+        return Usage(prompt, completion)  # no cache or reasoning detail: the common reply
+    cached = _field(details, "cached_tokens") or _field(usage, "cache_read_input_tokens")
+    written = _field(usage, "cache_creation_input_tokens") or _field(
+        details, "cache_creation_tokens"
     )
-    written = getattr(usage, "cache_creation_input_tokens", None) or getattr(
-        details, "cache_creation_tokens", None
-    )
-    hour = getattr(getattr(details, "cache_creation_token_details", None), "ephemeral_1h_input_tokens", None)
-    reasoning = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
+    hour = _field(_field(details, "cache_creation_token_details"), "ephemeral_1h_input_tokens")
+    reasoning = _field(out, "reasoning_tokens")
     return Usage(
         prompt,
         completion,
         int(cached or 0),
         int(written or 0),
         int(reasoning or 0),
-        int(hour or 0) if isinstance(hour, int) else 0,
+        hour if isinstance(hour, int) else 0,
     )
 
 
@@ -347,7 +362,14 @@ def _kwargs(
             merged["timeout"] = timeout
     # Label the call for the user's own LiteLLM callbacks, which see every attempt. Only
     # when some are registered: LiteLLM spends ~0.17 ms a call (3%) handling metadata.
-    if any(getattr(litellm, name, None) for name in _CALLBACK_LISTS):
+    if (
+        litellm.callbacks
+        or litellm.success_callback
+        or litellm.failure_callback
+        or litellm.input_callback
+        or litellm._async_success_callback
+        or litellm._async_failure_callback
+    ):
         metadata = dict(merged.get("metadata") or {})
         metadata["policy_router"] = {"route": route.name, "group": group}
         merged["metadata"] = metadata

@@ -15,7 +15,7 @@ from typing import Any
 from .deadline import check_seconds, check_timeout
 from .errors import ConfigError
 
-__all__ = ["REFUSED_KWARGS", "check_call", "check_messages", "check_policies"]
+__all__ = ["REFUSED_KWARGS", "check_call", "check_messages", "check_policies", "check_texts"]
 
 # Keywords a caller may not pass: each would let LiteLLM decide what the router decides.
 REFUSED_KWARGS = {
@@ -89,23 +89,32 @@ def check_messages(messages: Any, name: str = "messages") -> None:
             )
 
 
-def check_call(kwargs: Mapping[str, Any], *, texts: Sequence[str] = ()) -> None:
+_CHECKED = frozenset({*REFUSED_KWARGS, *_COUNTS, "stream", "deadline", "timeout"})
+
+
+def check_call(kwargs: Mapping[str, Any]) -> None:
     """Refuse malformed call arguments before anything is sent, naming the field and fix.
 
-    `texts` names the prompt arguments whose strings must be sendable (`input`, `prompt`);
-    `messages` is checked by `check_messages`.
+    The prompt itself is each endpoint's to check (`check_messages`, `check_texts`).
     """
-    for key, why in REFUSED_KWARGS.items():
-        if key in kwargs:
-            raise ConfigError(f"{key}= is not accepted by the router: {why}")
-    for name in _COUNTS:
+    present = _CHECKED.intersection(kwargs)
+    if not present:
+        return  # the common call: nothing here to check
+    for key in present.intersection(REFUSED_KWARGS):
+        raise ConfigError(f"{key}= is not accepted by the router: {REFUSED_KWARGS[key]}")
+    for name in present.intersection(_COUNTS):
         _count(kwargs, name)
     stream = kwargs.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise ConfigError(f"stream must be True or False, got {stream!r}")
     check_seconds(kwargs.get("deadline"), "deadline")
     check_timeout(kwargs.get("timeout"), "timeout")
-    for name in texts:
+
+
+def check_texts(kwargs: Mapping[str, Any], names: Sequence[str]) -> None:
+    """The strings of the prompt arguments `names` (`input`, `prompt`, `instructions`) can
+    be sent: no lone surrogates."""
+    for name in names:
         value = kwargs.get(name)
         if isinstance(value, str):
             _text(value, name)

@@ -13,6 +13,7 @@ from typing import Any
 from .. import transport
 from ..errors import ConfigError
 from ..requirements import Requirements
+from ..validate import check_texts
 from . import Endpoint, Piece, StreamShape
 
 __all__ = ["COMPLETION"]
@@ -39,6 +40,7 @@ def _check(kwargs: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"prompt must be a string or a non-empty list of strings, got {type(prompt).__name__}"
         )
+    check_texts(kwargs, ("prompt",))
 
 
 def _requirements(kwargs: Mapping[str, Any]) -> Requirements:

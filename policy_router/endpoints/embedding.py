@@ -8,6 +8,7 @@ from typing import Any
 from .. import transport
 from ..errors import ConfigError
 from ..requirements import Requirements
+from ..validate import check_texts
 from . import Endpoint
 
 __all__ = ["EMBEDDING"]
@@ -31,6 +32,7 @@ def _check(kwargs: Mapping[str, Any]) -> None:
         )
     if kwargs.get("stream"):
         raise ConfigError("stream=True is not a thing for embeddings: remove it")
+    check_texts(kwargs, ("input",))
 
 
 def _requirements(kwargs: Mapping[str, Any]) -> Requirements:

@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..prices import Usage
 from ..requirements import Requirements
+from ..validate import check_texts
 from . import Endpoint, Piece, StreamShape
 
 __all__ = ["RESPONSES"]
@@ -53,6 +54,7 @@ def _check(kwargs: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"input must be a string or a non-empty list of input items, got {type(value).__name__}"
         )
+    check_texts(kwargs, ("input", "instructions"))
 
 
 def _requirements(kwargs: Mapping[str, Any]) -> Requirements:
