@@ -24,7 +24,6 @@ from typing import Any
 from .config import load as config_load
 from .errors import ConfigError, PolicyRouterError
 from .journey import Journey, Routed
-from .prices import Money, PriceTable
 from .route import Reach, Route
 from .router import Router
 from .testing import Fail, FakeProvider, Reply
@@ -174,6 +173,12 @@ def check(args: argparse.Namespace, out: Callable[[str], None]) -> int:
         width = max(len(r["route"]) for r in routes)
         out("routes (reach, and how it was decided):")
         out("\n".join(f"  {r['route']:<{width}}  {r['reach']:<9}  {r['how']}" for r in routes))
+    if router is not None:
+        tables = {id(r.prices): r.prices for r in router.routes if r.prices is not None}
+        if tables:
+            out("price tables:")
+            for t in tables.values():
+                out(f"  {t.name}: as of {t.as_of.isoformat()}, {t.source}")
     return 1 if problems else 0
 
 
@@ -218,47 +223,6 @@ def explain_cmd(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     return 0
 
 
-def prices(args: argparse.Namespace, out: Callable[[str], None]) -> int:
-    """The rows of the price tables in use (the shipped default without a config)."""
-    if args.config:
-        router, _ = _build(args.config)
-        tables = {id(r.prices): r.prices for r in router.routes if r.prices is not None}
-        in_use = list(tables.values())
-    else:
-        in_use = [PriceTable.default()]
-    rows = [
-        {
-            "table": t.name,
-            "model": model,
-            "currency": t.currency,
-            "input": str(Money(p.input, t.currency)),
-            "output": str(Money(p.output, t.currency)),
-            "as_of": (p.as_of or t.as_of).isoformat(),
-            "source": p.source or t.source,
-        }
-        for t in in_use
-        for model, p in t.rows.items()
-    ]
-    if args.json:
-        out(json.dumps(rows, indent=2))
-        return 0
-    out("per million tokens")
-    header = {
-        "model": "model",
-        "input": "input",
-        "output": "output",
-        "as_of": "as of",
-        "source": "source",
-    }
-    width = {k: max(len(str(r[k])) for r in [header, *rows]) for k in ("model", "input", "output")}
-    for r in [header, *rows]:
-        out(
-            f"{r['model']:<{width['model']}}  {r['input']:>{width['input']}}  "
-            f"{r['output']:>{width['output']}}  {r['as_of']:<10}  {r['source']}"
-        )
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: `policy-router demo|check|explain|prices`."""
     parser = argparse.ArgumentParser(prog="policy-router", description=__doc__)
@@ -284,17 +248,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_explain.add_argument("--on-device", action="store_true")
     p_explain.add_argument("--prompt-tokens", type=int, default=100)
     p_explain.add_argument("--max-tokens", type=int, default=None)
-    p_prices = commands.add_parser("prices", help="the rows of the price tables in use")
-    p_prices.add_argument("config", nargs="?")
-    for p in (p_check, p_explain, p_prices):
+    commands.add_parser(
+        "prices",
+        help="price tables: the rows in use [CONFIG], show [MODEL], import litellm MODEL..., "
+        "diff OLD NEW (`policy-router prices --help`)",
+    )
+    for p in (p_check, p_explain):
         p.add_argument("--json", action="store_true", help="machine-readable output")
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     # A warning about the user's file (a literal key) is one line, not a source excerpt.
     warnings.showwarning = lambda message, *_, **__: print(f"warning: {message}", file=sys.stderr)
     try:
+        if argv[:1] == ["prices"]:
+            # `prices` has verbs of its own (show, import, diff), parsed by cli_prices.
+            from .cli_prices import run
+
+            return run(argv[1:], print)
+        args = parser.parse_args(argv)
         if args.command == "demo":
             return demo()
-        handler = {"check": check, "explain": explain_cmd, "prices": prices}[args.command]
+        handler = {"check": check, "explain": explain_cmd}[args.command]
         return handler(args, print)
     except PolicyRouterError as error:
         # A user's mistake (a bad file, a group that does not exist): one line, no trace.

@@ -153,8 +153,48 @@ def _validation_error(error: ValidationError, source: str) -> ConfigError:
 def _tables(spec: PolicySpec, base: Path) -> dict[str, PriceTable]:
     tables: dict[str, PriceTable] = {}
     for name, value in spec.price_tables.items():
-        tables[name] = _table(value, base, f"price_tables.{name}")
+        if value == "litellm":
+            # Built from LiteLLM's map for the models that use it, as this file loads.
+            models = [
+                r.model
+                for g in spec.groups.values()
+                for r in g.routes
+                if r.prices in (name, "litellm")
+            ]
+            tables[name] = litellm_table(models, name)
+        else:
+            tables[name] = _table(value, base, f"price_tables.{name}")
+    if "litellm" not in tables:
+        models = [r.model for g in spec.groups.values() for r in g.routes if r.prices == "litellm"]
+        if models:
+            tables["litellm"] = litellm_table(models, "litellm")
     return tables
+
+
+def litellm_table(models: list[str], name: str) -> PriceTable:
+    """A table of LiteLLM's map for `models`, dated today and naming the litellm version.
+
+    A model the map does not know gets no row: its route is unpriced, which `check` says.
+    """
+    import datetime as dt
+
+    from .price_tools import import_litellm
+
+    known = []
+    for model in dict.fromkeys(models):
+        try:
+            transport.cost_map_entry(model)
+        except ConfigError:
+            continue
+        known.append(model)
+    table = import_litellm(known, as_of=dt.date.today())
+    return PriceTable(
+        table.currency,
+        table.as_of,
+        f"{table.source}, read when the config loaded (not a reviewed table)",
+        table.rows,
+        name=name,
+    )
 
 
 def _table(value: str | dict[str, Any], base: Path, where: str) -> PriceTable:

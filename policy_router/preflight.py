@@ -19,7 +19,7 @@ from .errors import StoreUnavailableError
 from .route import Route
 from .store import Store
 
-__all__ = ["Verdict", "preflight_route", "problems"]
+__all__ = ["RETIRING_WITHIN", "Verdict", "preflight_route", "problems", "retiring"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +93,7 @@ def problems(
                 f"{r.name}: priced in {table.currency}, the budget is in "
                 f"{budget.cap.currency}: no request can reach it"
             )
+    found += retiring(routes, today or date.today())
     if max_age_days is not None:
         tables = {id(r.prices): r.prices for r in routes if r.prices is not None}
         for table in tables.values():
@@ -103,4 +104,40 @@ def problems(
                     f"{table.as_of.isoformat()}), older than {max_age_days}: re-check "
                     f"it against {table.source}"
                 )
+    return found
+
+
+RETIRING_WITHIN = 30
+"""Days ahead of a model's deprecation date from which `check` warns."""
+
+
+def retiring(routes: Sequence[Route], today: date) -> list[str]:
+    """Routes whose model LiteLLM dates for deprecation within `RETIRING_WITHIN` days or
+    already past, and routes priced under a `-latest` alias, which moves to new models and
+    new prices (Mistral's `mistral-medium-latest` moved to Medium 3.5 at four times the
+    price)."""
+    found = []
+    for r in routes:
+        dated = transport.deprecation_date(r)
+        if dated:
+            try:
+                when = date.fromisoformat(dated[:10])
+            except ValueError:
+                when = None
+            if when is not None and (when - today).days <= RETIRING_WITHIN:
+                days = (when - today).days
+                span = (
+                    f"in {days} days"
+                    if days > 0
+                    else ("today" if days == 0 else f"{-days} days ago")
+                )
+                found.append(
+                    f"{r.name}: LiteLLM dates {r.model}'s deprecation {when.isoformat()} "
+                    f"({span}); move it to its successor before it stops answering"
+                )
+        if r.prices is not None and r.model.endswith("-latest") and r.prices.price_for(r.model):
+            found.append(
+                f"{r.name}: priced under the alias {r.model!r}, which moves to newer models "
+                "and prices; route and price the dated id instead"
+            )
     return found

@@ -331,6 +331,8 @@ class Price:
                 for name, rate in tier.items():
                     if name not in rates or Decimal(rate) > Decimal(rates[name]):
                         rates[name] = rate
+        if "output" not in rates and entry.get("mode") == "embedding":
+            rates["output"] = "0"  # an embedding model writes no tokens (mistral-embed)
         if "input" not in rates or "output" not in rates:
             raise ConfigError(f"{where}: no input_cost_per_token and output_cost_per_token")
         return cls(where=where, **rates)

@@ -29,7 +29,9 @@ __all__ = [
     "acall",
     "call",
     "check_globals",
+    "cost_map_entry",
     "cost_map_rows",
+    "deprecation_date",
     "count_tokens",
     "litellm_kwargs",
     "litellm_version",
@@ -178,17 +180,60 @@ def usage_of(response: Any) -> Usage | None:
     )
 
 
+def cost_map_entry(model: str, provider: str | None = None) -> tuple[str, dict[str, Any]]:
+    """LiteLLM's cost-map entry for `model`, as `(row key, entry)`: the row key is the
+    LiteLLM model string to price (`gemini/gemini-2.5-pro`), the entry its per-token floats.
+
+    The provider is checked: `gemini-2.5-pro` with provider "gemini" is Google AI Studio's
+    row (`gemini/gemini-2.5-pro`), not the bare key's, which is Vertex's. A bare name with
+    no provider takes the map's own and says so in the row key. A model the map does not
+    know raises `ConfigError` naming close matches.
+    """
+    if "/" in model and provider is None:
+        provider, name = model.split("/", 1)
+    else:
+        name = model
+    keys = [f"{provider}/{name}", name] if provider else [name]
+    for key in keys:
+        entry = litellm.model_cost.get(key)
+        if not isinstance(entry, dict) or entry.get("input_cost_per_token") is None:
+            continue
+        listed = str(entry.get("litellm_provider") or "")
+        if provider is None or provider in listed.split("-") or listed.startswith(provider):
+            owner = provider or listed.split("-language-models")[0]
+            return f"{owner}/{name}", dict(entry)
+    import difflib
+
+    pool = [
+        f"{provider}/{k.split('/', 1)[-1]}" if provider else k
+        for k, v in litellm.model_cost.items()
+        if isinstance(v, dict)
+        and (provider is None or str(v.get("litellm_provider") or "").startswith(provider))
+    ]
+    target = f"{provider}/{name}" if provider else name
+    close = difflib.get_close_matches(target, sorted(set(pool)), n=5)
+    hint = f"; close matches: {', '.join(close)}" if close else ""
+    where = f" for provider {provider!r}" if provider else ""
+    raise ConfigError(f"LiteLLM's cost map has no prices for {name!r}{where}{hint}")
+
+
 def cost_map_rows(models: list[str]) -> dict[str, dict[str, Any]]:
-    """LiteLLM's cost-map entries for `models` (its per-token floats, as it keeps them)."""
-    rows: dict[str, dict[str, Any]] = {}
-    for model in models:
-        entry = litellm.model_cost.get(model)
-        if entry is None and "/" in model:
-            entry = litellm.model_cost.get(model.split("/", 1)[1])
-        if entry is None or entry.get("input_cost_per_token") is None:
-            raise ConfigError(f"LiteLLM's cost map has no prices for {model!r}")
-        rows[model] = dict(entry)
-    return rows
+    """LiteLLM's cost-map entries for `models` (its per-token floats, as it keeps them),
+    by each model's row key (see `cost_map_entry`)."""
+    return dict(cost_map_entry(m) for m in models)
+
+
+def deprecation_date(route: Route) -> str | None:
+    """The date LiteLLM's map gives for the model's deprecation, if any (ISO text).
+
+    Read from the map itself: `litellm.get_model_info` leaves the field out (1.110.2).
+    """
+    try:
+        _, entry = cost_map_entry(route.model)
+    except ConfigError:
+        return None
+    value = entry.get("deprecation_date")
+    return str(value) if value else None
 
 
 # The route kwargs LiteLLM reads in place of an environment variable it reports missing

@@ -214,12 +214,12 @@ def test_ctrl_c_ends_the_cli_with_130_and_no_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An interrupt is said in one word, exit code 130."""
-    import policy_router.__main__ as cli_module
+    import policy_router.cli_prices as cli_module
 
     def interrupted(*_: Any) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_module, "prices", interrupted)
+    monkeypatch.setattr(cli_module, "listing", interrupted)
     assert main(["prices"]) == 130
     assert capsys.readouterr().err == "interrupted\n"
 

@@ -65,23 +65,96 @@ def test_long_context_tier_applies_above_its_threshold() -> None:
 
 
 usage_strategy = st.builds(
-    lambda p, c, r, w, z: Usage(p, c, min(r, p), min(w, p - min(r, p)), min(z, c)),
+    lambda p, c, r, w, z, h: Usage(
+        p, c, min(r, p), min(w, p - min(r, p)), min(z, c), min(h, min(w, p - min(r, p)))
+    ),
     st.integers(0, 10**6),
     st.integers(0, 10**5),
     st.integers(0, 10**6),
     st.integers(0, 10**6),
     st.integers(0, 10**5),
+    st.integers(0, 10**6),
 )
 rate = st.decimals(min_value=0, max_value=100, places=6).map(str)
+maybe = st.one_of(st.none(), rate)
 
 
-@given(usage_strategy, rate, rate, rate, rate, rate)
+@given(
+    usage_strategy,
+    rate,
+    rate,
+    st.fixed_dictionaries(
+        {
+            "cache_read": maybe,
+            "cache_write": maybe,
+            "cache_write_1h": maybe,
+            "reasoning": maybe,
+        }
+    ),
+    st.one_of(
+        st.none(),
+        st.tuples(
+            st.integers(1, 10**6),
+            st.fixed_dictionaries(
+                {
+                    "long_input": maybe,
+                    "long_output": maybe,
+                    "long_cache_read": maybe,
+                    "long_cache_write": maybe,
+                    "long_cache_write_1h": maybe,
+                }
+            ),
+        ),
+    ),
+)
 def test_worst_case_bounds_every_bill_within_the_bounds(
-    usage: Usage, i: str, o: str, cr: str, cw: str, r: str
+    usage: Usage, i: str, o: str, rates: dict[str, str | None], tier: Any
 ) -> None:
-    """No usage within the prompt and reply bounds can cost more than the worst case."""
-    price = Price(input=i, output=o, cache_read=cr, cache_write=cw, reasoning=r)
+    """With every rate a bill can carry (cache reads, five-minute and one-hour cache
+    writes, reasoning, each in a long-context tier too), no usage within the prompt and
+    reply bounds costs more than the worst case."""
+    extra = {k: v for k, v in rates.items() if v is not None}
+    if tier is not None:
+        extra["long_above"] = tier[0]
+        extra.update({k: v for k, v in tier[1].items() if v is not None})
+    price = Price(input=i, output=o, **extra)
     assert price.cost(usage) <= price.worst_case(usage.prompt, usage.completion)
+
+
+def test_a_long_prompt_with_cache_writes_stays_within_its_bound() -> None:
+    """Claude Sonnet 4.5's rates, long tier included: a 300k-token prompt written to the
+    one-hour cache bills long_cache_write_1h, and the worst case still covers it (the
+    bound ignored the cache-write rates before and fell short)."""
+    sonnet = Price(
+        input="3",
+        output="15",
+        cache_read="0.30",
+        cache_write="3.75",
+        cache_write_1h="6.00",
+        long_above=200_000,
+        long_input="6",
+        long_output="22.50",
+        long_cache_read="0.60",
+        long_cache_write="7.50",
+        long_cache_write_1h="12",
+    )
+    usage = Usage(300_000, 1_000, cache_write=300_000, cache_write_1h=100_000)
+    bill = sonnet.cost(usage)
+    assert bill == 200_000 * 75 // 10 + 100_000 * 12 + 1_000 * 225 // 10  # micros
+    assert sonnet.worst_case(300_000, 1_000) >= bill
+    assert sonnet.worst_case(300_000, 1_000) == 300_000 * 12 + 1_000 * 225 // 10
+
+
+def test_tables_without_the_new_rates_load_unchanged(tmp_path: Path) -> None:
+    """A table written before the one-hour and long-context cache rates still loads, and
+    its rows bill as they did."""
+    path = tmp_path / "old.toml"
+    path.write_text(
+        'currency = "USD"\nas_of = "2025-12-01"\nsource = "old"\n'
+        '[models."m"]\ninput = "1"\noutput = "2"\ncache_read = "0.5"\n'
+    )
+    price = PriceTable.load(path).rows["m"]
+    assert price.cost(Usage(10, 10, cache_read=4)) == 6 + 2 + 20
 
 
 def test_table_loads_from_toml_yaml_and_dict(tmp_path: Path) -> None:
@@ -150,13 +223,15 @@ def test_duplicate_rows_are_refused_in_yaml_and_toml(tmp_path: Path) -> None:
         PriceTable.load(toml)
 
 
-def test_shipped_default_table_has_a_source_and_date_for_every_row() -> None:
-    """The packaged table loads, and every row can say where its figures come from."""
+def test_shipped_default_table_says_where_and_when_its_figures_come_from() -> None:
+    """The packaged table loads, names the LiteLLM release its rates came from, and dates
+    them; it prices chat and embedding models of five providers."""
     table = PriceTable.default()
     assert table.currency == "USD"
     providers = {m.split("/")[0] for m in table.rows}
     assert {"openai", "anthropic", "gemini", "mistral", "deepseek"} <= providers
-    assert all(p.source and p.source.startswith("https://") for p in table.rows.values())
+    assert table.source.startswith("litellm ") and "model_cost map" in table.source
+    assert "openai/text-embedding-3-small" in table.rows
     assert table.age_days(table.as_of + dt.timedelta(days=30)) == 30
 
 
@@ -165,7 +240,7 @@ def test_rows_imported_from_litellm_are_marked_and_exact() -> None:
     table = PriceTable.from_litellm(["openai/gpt-4o-mini"], as_of="2026-11-29")
     assert "model_cost map (imported)" in table.source
     assert table.rows["openai/gpt-4o-mini"] == Price("0.15", "0.6", cache_read="0.075")
-    with pytest.raises(ConfigError, match="no prices for 'openai/my-own'"):
+    with pytest.raises(ConfigError, match="no prices for 'my-own' for provider 'openai'"):
         PriceTable.from_litellm(["openai/my-own"], as_of="2026-11-29")
 
 
