@@ -16,11 +16,13 @@ from .errors import (
     NoRouteError,
     OverBudgetError,
     PolicyRouterError,
+    RateLimitedError,
     RefusedError,
     StoreUnavailableError,
 )
-from .journey import Attempt, Check, Explanation, Journey, Routed, Skip, Verdict
-from .observe import AttemptLog, LogObserver, read_attempts
+from .journey import Attempt, Check, Explanation, Journey, Routed, Skip, Verdict, Waited
+from .limits import Window
+from .observe import AttemptLog, LogObserver, read_attempts, read_skips
 from .order import Fastest, Order, OrderContext, Ordering
 from .preflight import Verdict as PreflightVerdict
 from .prices import Money, Price, PriceTable, Usage
@@ -67,6 +69,7 @@ __all__ = [
     "PreflightVerdict",
     "Price",
     "PriceTable",
+    "RateLimitedError",
     "Reach",
     "RedisStore",
     "RefusedError",
@@ -87,5 +90,8 @@ __all__ = [
     "StreamRestart",
     "Usage",
     "Verdict",
+    "Waited",
+    "Window",
     "read_attempts",
+    "read_skips",
 ]

@@ -83,6 +83,20 @@ def reply_bound(facts: RequestFacts, limit: int | None, choices: int = 1) -> int
     return (facts.choices or choices) * per + facts.reply_extra
 
 
+def counted_tokens(facts: RequestFacts, sent_cap: int | None, choices: int = 1) -> int:
+    """The tokens a provider counts against its tokens-per-minute limit when the request
+    arrives: the prompt's bound plus the reply cap the request sends (`max_tokens` for each
+    of `n` choices, the call's or else the route's default `sent_cap`), and `prediction`.
+
+    The model's own output maximum is not counted, as no provider counts it: a request
+    that sets no cap takes its prompt alone, and the window learns the rest when its slot
+    settles to the provider's usage.
+    """
+    per = facts.reply_tokens if facts.reply_tokens is not None else sent_cap
+    reply = (facts.choices or choices) * per if per is not None else 0
+    return (facts.prompt_bound or facts.prompt_tokens) + reply + facts.reply_extra
+
+
 def reply_tokens(kwargs: Mapping[str, Any], *names: str) -> int | None:
     """The smallest whole-number cap among `kwargs[name]` for `names`, or None."""
     caps = [v for n in names if isinstance(v := kwargs.get(n), int) and not isinstance(v, bool)]

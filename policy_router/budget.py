@@ -207,13 +207,14 @@ class Ledger:
             f"{self.money(max(left, 0))} left of {self.budget.cap} "
             f"({self.money(state.spent)} spent"
         )
+        may_fit = state.reserved > 0 and worst <= cap - state.spent
         if state.reserved > 0:
             calls = f"{state.holding} call{'s' * (state.holding != 1)}" if state.holding else "calls"
             reason += f", {self.money(state.reserved)} held by {calls} in flight"
-            if worst <= cap - state.spent:
+            if may_fit:
                 reason += "; a retry may fit once they settle"
         reason += ")"
-        return self._skip(candidate, reason, worst_case=worst, left=left)
+        return self._skip(candidate, reason, worst_case=worst, left=left, may_fit=may_fit)
 
     def _unreachable(self, candidate: Candidate, error: StoreUnavailableError) -> Skip:
         # Fail closed: a cap that cannot be read cannot be kept, so nothing is sent.
@@ -267,6 +268,7 @@ class Ledger:
                 "beside the calls holding reservations when it was asked; a retry may fit",
                 worst_case=worst,
                 left=cap - state.spent - state.reserved,
+                may_fit=True,
             )
         return refusal or Reservation(worst, price, bounded, hold)
 

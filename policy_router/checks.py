@@ -8,14 +8,16 @@ for a request, asking the budget what it would do without reserving anything.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from . import transport
-from .bounds import RequestFacts, reply_tokens
+from .bounds import RequestFacts, counted_tokens, reply_tokens
 from .budget import Ledger
 from .capabilities import Capabilities, resolve
 from .journey import Check, Explanation, Skip, Verdict
+from .limits import describe
 from .order import DEFAULT_REPLY_TOKENS
 from .prices import Money, Price
 from .requirements import Requirements
@@ -31,7 +33,8 @@ class Candidate:
 
     `reply_limit` caps one reply's tokens when a call sets no `max_tokens`: the route's own
     default `max_tokens`, else its declared `output_limit`, else LiteLLM's
-    `max_output_tokens` for the model (None: unknown). `choices` is the route's default `n`.
+    `max_output_tokens` for the model (None: unknown). `sent_cap` is the route's default
+    `max_tokens` alone, which goes out with the request. `choices` is the route's default `n`.
     """
 
     route: Route
@@ -39,6 +42,7 @@ class Candidate:
     price: Price | None = None
     reply_limit: int | None = None
     choices: int = 1
+    sent_cap: int | None = None
 
     @property
     def name(self) -> str:
@@ -48,7 +52,7 @@ class Candidate:
 def candidate_for(route: Route) -> Candidate:
     """The route with its capabilities, price and reply limit looked up, once."""
     info, streams = transport.model_info(route)
-    limit = reply_tokens(route.kwargs, "max_tokens", "max_completion_tokens")
+    sent = limit = reply_tokens(route.kwargs, "max_tokens", "max_completion_tokens")
     if limit is None:
         limit = route.output_limit
     if limit is None and info is not None:
@@ -61,6 +65,7 @@ def candidate_for(route: Route) -> Candidate:
         route.prices.price_for(route.model) if route.prices is not None else None,
         reply_limit=limit,
         choices=n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1,
+        sent_cap=sent,
     )
 
 
@@ -113,10 +118,12 @@ def explain(
     ordering: Ordering | None = None,
     ledger: Ledger | None = None,
     facts: RequestFacts | None = None,
+    windows: Mapping[str, Any] | None = None,
 ) -> Explanation:
     """Every route's verdict for a request, in the order the router would consider them.
 
-    Nothing is sent and nothing is reserved: the budget is asked what it would do now.
+    Nothing is sent and nothing is reserved: the budget is asked what it would do now, and
+    a rate-limited route shows its window ("rpm 42/60").
     """
     eligible, skipped = sift(candidates, needs)
     skips = {s.route: s for s in skipped}
@@ -128,6 +135,18 @@ def explain(
         if facts is not None and c.price is not None and c.route.prices is not None:
             est = c.price.estimate(facts.prompt_tokens, facts.reply_tokens or DEFAULT_REPLY_TOKENS)
             reason += f"; est. {Money(est, c.route.prices.currency)}"
+        window = (windows or {}).get(c.name)
+        if window is not None and (c.route.rpm or c.route.tpm):
+            reason += f"; {describe(window, c.route.rpm, c.route.tpm)}"
+            rpm, tpm = c.route.rpm, c.route.tpm
+            need = counted_tokens(facts, c.sent_cap, c.choices) if facts is not None else 0
+            if (
+                window.closed_for > 0
+                or (rpm and window.requests >= rpm)
+                or (tpm and window.tokens + need > tpm)
+            ):
+                verdicts.append(Verdict(c.name, None, Check.RATE_LIMIT, reason))
+                continue
         if ledger is not None and facts is not None:
             verdict = perform(ledger.store, ledger.check(c, facts))
             if isinstance(verdict, Skip):

@@ -2,7 +2,9 @@
 
 Policies never read the time themselves; they are handed a `Clock`. Production code uses
 `MonotonicClock` (which cannot jump when the wall clock is set); tests use `ManualClock`
-and advance it by hand, so no test ever sleeps to wait out a rest or a deadline.
+and advance it by hand, so no test ever sleeps to wait out a rest or a deadline. A clock
+with a `sleep(seconds)` method is slept on by the router in place of `time.sleep`, so a
+manual clock moves through a retry's backoff or a wait for capacity at once.
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ class ManualClock:
             raise ValueError(f"a clock cannot go back: advance({seconds}) needs seconds >= 0")
         with self._lock:
             self._now += seconds
+
+    def sleep(self, seconds: float) -> None:
+        """What the router does instead of sleeping on this clock (a retry's backoff, a
+        wait for capacity): time moves on by `seconds` at once."""
+        self.advance(max(seconds, 0.0))
 
     def __repr__(self) -> str:
         return f"ManualClock(now={self._now:g})"

@@ -37,7 +37,17 @@ from .route import Route, _is_secret_name
 
 __all__ = ["Loaded", "load", "routes_and_policies"]
 
-_ROUTE_FIELDS = {"model", "name", "reach", "capabilities", "prices", "retry", "output_limit"}
+_ROUTE_FIELDS = {
+    "model",
+    "name",
+    "reach",
+    "capabilities",
+    "prices",
+    "retry",
+    "output_limit",
+    "rpm",
+    "tpm",
+}
 
 
 class _Strict(BaseModel):
@@ -63,6 +73,8 @@ class RouteSpec(BaseModel):
     prices: str | dict[str, Any] | None = None
     retry: RetrySpec | None = None
     output_limit: int | None = None
+    rpm: int | None = None
+    tpm: int | None = None
 
     @model_validator(mode="after")
     def _known_kwargs(self) -> RouteSpec:
@@ -124,6 +136,7 @@ class PolicySpec(_Strict):
     breaker: BreakerSpec | None = None
     retry: RetrySpec | None = None
     deadline: float | None = Field(default=None, gt=0)
+    wait_for_capacity: bool = False
     store: StoreSpec | None = None
     observers: ObserversSpec | None = None
 
@@ -270,6 +283,8 @@ def routes_and_policies(
                         prices=prices,
                         retry=Retry(**r.retry.model_dump()) if r.retry else None,
                         output_limit=r.output_limit,
+                        rpm=r.rpm,
+                        tpm=r.tpm,
                         **{k: v for k, v in extra.items() if v is not None},
                     )
                 )
@@ -294,6 +309,7 @@ def routes_and_policies(
         else None,
         "retry": _at(f"{source}: retry", Retry, **spec.retry.model_dump()) if spec.retry else None,
         "deadline": spec.deadline,
+        "wait_for_capacity": spec.wait_for_capacity,
     }
     if spec.store is not None:
         url = secret(spec.store.redis, "store.redis", missing)

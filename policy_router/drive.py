@@ -50,9 +50,17 @@ def drive(
     is settled when it ends instead.
     """
     last: BaseException | None = None
-    while (send := plan.run(plan.next())) is not None:
+    while True:
+        send = plan.run(plan.next())
+        if send is None:
+            wait = plan.capacity_wait()
+            if wait is None:
+                break
+            _sleep(plan, wait)  # every route is full: nothing is held while waiting
+            plan.waited(wait)
+            continue
         if send.wait:
-            time.sleep(send.wait)
+            _sleep(plan, send.wait)
         try:
             result = (
                 open_(send) if plan.deadline is None else _within(plan, send, open_, final, usage)
@@ -82,11 +90,19 @@ async def adrive(
     given back) before the cancellation goes on, so nothing stays held.
     """
     last: BaseException | None = None
-    while (send := await step(plan, plan.next(), undo=_given_back(plan))) is not None:
+    while True:
+        send = await step(plan, plan.next(), undo=_given_back(plan))
+        if send is None:
+            wait = plan.capacity_wait()
+            if wait is None:
+                break
+            await _asleep(plan, wait)  # cancelled here, it holds nothing it must give back
+            plan.waited(wait)
+            continue
         sent = False
         try:
             if send.wait:
-                await asyncio.sleep(send.wait)
+                await _asleep(plan, send.wait)
             sent = True
             if plan.deadline is None:
                 result = await open_(send)
@@ -215,3 +231,17 @@ def _settle_late(
         if close is not None:
             close()
         plan.run(plan.settle_late(send, None, None), bounded=False)
+
+
+def _sleep(plan: Plan, seconds: float) -> None:
+    # A clock that can sleep (ManualClock) is slept on, so a test's time moves at once.
+    getattr(plan.clock, "sleep", time.sleep)(seconds)
+
+
+async def _asleep(plan: Plan, seconds: float) -> None:
+    sleep = getattr(plan.clock, "sleep", None)
+    if sleep is None:
+        await asyncio.sleep(seconds)
+    else:
+        sleep(seconds)
+        await asyncio.sleep(0)

@@ -9,16 +9,19 @@ PEP 678 notes. The tree below covers what the router decides on its own:
     ├── ConfigError (ValueError)      bad configuration or bad call arguments; nothing sent
     ├── NoRouteError (LookupError)    no route could serve the request; nothing sent
     │   ├── OverBudgetError           every route that could serve was refused by the budget
-    │   └── AllRestingError           every route that could serve is resting (transient)
+    │   ├── AllRestingError           every route that could serve is resting (transient)
+    │   └── RateLimitedError          every route that could serve is at its rate limit
+    │                                 (also a litellm.RateLimitError; transient)
     ├── DeadlineExceededError         the request's deadline passed
     │                                 (also a litellm.Timeout and a TimeoutError)
     ├── RefusedError                  a provider refused the work on content policy
     │                                 (also a litellm.ContentPolicyViolationError)
     └── StoreUnavailableError (ConnectionError)   a shared store (Redis) cannot be reached
 
-The two with a LiteLLM twin are that twin too, so code written against LiteLLM
-(`except litellm.Timeout:`, `except litellm.ContentPolicyViolationError:`) still catches
-them after switching to the router.
+The three with a LiteLLM twin are that twin too, so code written against LiteLLM
+(`except litellm.Timeout:`, `except litellm.RateLimitError:`,
+`except litellm.ContentPolicyViolationError:`) still catches them after switching to the
+router.
 
 A request is never failed by `StoreUnavailableError`: the budget then refuses its routes
 ("budget store unreachable", an `OverBudgetError`) and health falls back to this process's
@@ -47,6 +50,7 @@ __all__ = [
     "NoRouteError",
     "OverBudgetError",
     "PolicyRouterError",
+    "RateLimitedError",
     "RefusedError",
     "StoreUnavailableError",
 ]
@@ -95,6 +99,39 @@ class AllRestingError(NoRouteError):
     def __init__(self, message: str, *, wakes_in: float, journey: Journey | None = None) -> None:
         super().__init__(message, journey=journey)
         self.wakes_in = wakes_in
+
+
+class RateLimitedError(NoRouteError, litellm.exceptions.RateLimitError):
+    """Every route that could serve was at its own rate limit (`rpm`/`tpm`), or closed by a
+    provider's 429, so nothing was sent; transient.
+
+    `retry_after` is the seconds until the first of them has room (`inf` when the request
+    alone is larger than every route's `tpm`). It is also LiteLLM's `litellm.RateLimitError`
+    (status 429, category "litellm_rate_limit"), so a caller's existing backoff on 429s
+    keeps working; `Router(wait_for_capacity=True)` waits within the deadline instead.
+    """
+
+    retry_after: float
+
+    def __init__(
+        self, message: str, *, retry_after: float, journey: Journey | None = None
+    ) -> None:
+        litellm.exceptions.RateLimitError.__init__(
+            self,
+            message,
+            llm_provider="",
+            model="",
+            category=litellm.exceptions.RateLimitErrorCategory.LITELLM_RATE_LIMIT,
+        )
+        self.args = (message,)
+        self.journey = journey
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __repr__(self) -> str:
+        return f"RateLimitedError({self.args[0]!r})"
 
 
 class DeadlineExceededError(PolicyRouterError, litellm.exceptions.Timeout, TimeoutError):

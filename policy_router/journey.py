@@ -17,7 +17,7 @@ from .requirements import Requirements
 if TYPE_CHECKING:
     from .route import Route
 
-__all__ = ["Attempt", "Check", "Explanation", "Journey", "Routed", "Skip", "Verdict"]
+__all__ = ["Attempt", "Check", "Explanation", "Journey", "Routed", "Skip", "Verdict", "Waited"]
 
 
 class Check(StrEnum):
@@ -27,6 +27,7 @@ class Check(StrEnum):
     REQUIREMENTS = "requirements"
     FLOOR = "floor"
     BREAKER = "breaker"
+    RATE_LIMIT = "rate_limit"
     BUDGET = "budget"
     DEADLINE = "deadline"
     SEND = "send"
@@ -35,12 +36,17 @@ class Check(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Skip:
-    """A route that was not sent the request: which check stopped it, and why."""
+    """A route that was not sent the request: which check stopped it, and why.
+
+    `group` and `journey_id` tie the skip to its request once the router records it (they
+    are context, left out of equality)."""
 
     route: str
     check: Check
     reason: str
     detail: Mapping[str, Any] = field(default_factory=dict)
+    group: str = field(default="", compare=False)
+    journey_id: str = field(default="", compare=False)
 
     def __str__(self) -> str:
         if self.check is Check.SEND:
@@ -96,6 +102,24 @@ class Attempt:
         return text
 
 
+@dataclass(frozen=True, slots=True)
+class Waited:
+    """The request waited `seconds` for capacity (`Router(wait_for_capacity=True)`): every
+    route that could serve was full, for the reasons in `why`."""
+
+    seconds: float
+    why: str
+    group: str = field(default="", compare=False)
+    journey_id: str = field(default="", compare=False)
+
+    @property
+    def route(self) -> str:
+        return "*"
+
+    def __str__(self) -> str:
+        return f"waited {self.seconds:.2f} s for capacity ({self.why})"
+
+
 def _short(text: str, limit: int = 120) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -111,7 +135,7 @@ class Journey:
 
     group: str
     requirements: Requirements
-    steps: tuple[Skip | Attempt, ...]
+    steps: tuple[Skip | Attempt | Waited, ...]
     answered_by: str | None = None
     elapsed: float = 0.0
     id: str = ""
@@ -136,9 +160,14 @@ class Journey:
         return total
 
     @property
+    def waits(self) -> tuple[Waited, ...]:
+        """Each wait for capacity, in order."""
+        return tuple(s for s in self.steps if isinstance(s, Waited))
+
+    @property
     def routes(self) -> tuple[str, ...]:
         """Every route named in the journey, in first-mention order."""
-        return tuple(dict.fromkeys(s.route for s in self.steps))
+        return tuple(dict.fromkeys(s.route for s in self.steps if not isinstance(s, Waited)))
 
     def __str__(self) -> str:
         head = f"Request to group {self.group!r} (needs {self.requirements.describe()})"
@@ -167,8 +196,10 @@ class Journey:
         )
 
 
-def _html_row(step: Skip | Attempt) -> str:
-    if isinstance(step, Skip):
+def _html_row(step: Skip | Attempt | Waited) -> str:
+    if isinstance(step, Waited):
+        cells = ("", "waited", step.why, f"{step.seconds:.3f} s")
+    elif isinstance(step, Skip):
         cells = (step.route, f"skip: {step.check.value}", step.reason, "")
     else:
         cost = "" if step.cost is None else f", {step.cost}"

@@ -14,7 +14,8 @@ What maps to what:
 - cost fields (`input_cost_per_token`, `output_cost_per_token`, cache and long-context
   costs), in `litellm_params` or `model_info`, price the route (a table dated the day the
   config is read, since the file gives no date);
-- `order` orders the group's routes (lowest first, as LiteLLM's Router tries them);
+- `rpm`/`tpm` (entry or `litellm_params`) become the route's rate limits; `order` orders
+  the group's routes (lowest first, as LiteLLM's Router tries them);
   `max_retries`/`num_retries` become the route's `Retry`;
 - `router_settings`: `routing_strategy` maps to an order, `num_retries` to `Retry`,
   `allowed_fails`/`cooldown_time` to the `Breaker`, `timeout` to every route's default
@@ -135,8 +136,7 @@ def _entry(
     for key in ("rpm", "tpm"):
         for place, source in ((here, entry), (f"{here}.litellm_params", params)):
             if key in source:
-                _count(source[key], f"{place}.{key}")
-                loaded.notes.append(f"{place}.{key} is not applied: rate limits are not enforced yet")
+                own[key] = _count(source[key], f"{place}.{key}") or None
         params.pop(key, None)
     order = params.pop("order", None)
     if order is not None:

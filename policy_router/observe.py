@@ -1,8 +1,9 @@
 """Observation: every decision goes to observers as a frozen record.
 
-The records are the journey's own `Skip` and `Attempt`, the breaker's `RestOpened` and
-`RestClosed`, and a shared store's `StoreLost` and `StoreBack`. An observer is any callable taking one record; it must not raise (an
-observer that does is reported once and otherwise ignored: observing never fails a call).
+The records are the journey's own `Skip`, `Attempt` and `Waited`, the breaker's
+`RestOpened` and `RestClosed`, and a shared store's `StoreLost` and `StoreBack`. An observer
+is any callable taking one record; it must not raise (an observer that does is reported
+once and otherwise ignored: observing never fails a call).
 The default, `LogObserver`, writes loguru lines under the `policy_router` name, which the
 package disables on import: `logger.enable("policy_router")` turns them on.
 """
@@ -18,23 +19,31 @@ from typing import Any
 from loguru import logger
 
 from .breaker import RestClosed, RestOpened
-from .journey import Attempt, Skip
+from .journey import Attempt, Skip, Waited
 from .store import StoreBack, StoreLost
 
-__all__ = ["AttemptLog", "LogObserver", "Observer", "fan_out", "read_attempts", "to_pandas"]
+__all__ = [
+    "AttemptLog",
+    "LogObserver",
+    "Observer",
+    "fan_out",
+    "read_attempts",
+    "read_skips",
+    "to_pandas",
+]
 
 Observer = Callable[[object], None]
 
 
 class LogObserver:
     """Loguru lines: a route's first rest of an outage at WARNING with the provider's own
-    error text, later rests and every skip or attempt at DEBUG, a recovery at INFO; a
-    shared store lost, and back, at WARNING."""
+    error text, later rests and every skip, attempt or wait for capacity at DEBUG (with the
+    request's id), a recovery at INFO; a shared store lost, and back, at WARNING."""
 
     def __call__(self, record: object) -> None:
         log = logger
-        if isinstance(record, Skip | Attempt):  # the common record first
-            log.debug("policy_router: {}", record)
+        if isinstance(record, Skip | Attempt | Waited):  # the common record first
+            log.debug("policy_router: [{}] {}", record.journey_id, record)
         elif isinstance(record, RestOpened):
             if record.first:
                 log.warning(
@@ -96,19 +105,28 @@ _COLUMNS = (
     "cost_micros",
     "currency",
     "journey_id",
+    "error",
 )
-_SCHEMA = f"CREATE TABLE IF NOT EXISTS attempts ({', '.join(_COLUMNS)})"
+_SKIP_COLUMNS = ("time", "group_name", "route", "check_name", "reason", "journey_id")
+_SCHEMA = (
+    f"CREATE TABLE IF NOT EXISTS attempts ({', '.join(_COLUMNS)})",
+    f"CREATE TABLE IF NOT EXISTS skips ({', '.join(_SKIP_COLUMNS)})",
+)
 
 
 class AttemptLog:
-    """An observer that appends one row per attempt to a SQLite file.
+    """An observer that appends one row per attempt, and one per skip, to a SQLite file.
 
-    Columns: time (Unix seconds), group_name, route, outcome ("answered" or the fault),
-    fault (None when answered), status, latency (seconds; for a stream, to its first
-    chunk), first_chunk (a stream's time to first chunk, else None), tokens_in, tokens_out,
-    cost_micros and currency (None when unpriced), journey_id. Safe from several threads
-    and processes (SQLite's own locking, WAL journal). Writes are best-effort: a failing
-    log never fails a call, and says so once (a loguru WARNING).
+    Table `attempts`, columns: time (Unix seconds), group_name, route, outcome ("answered"
+    or the fault), fault (None when answered), status, latency (seconds; for a stream, to
+    its first chunk), first_chunk (a stream's time to first chunk, else None), tokens_in,
+    tokens_out, cost_micros and currency (None when unpriced), journey_id, error (the
+    provider's error text, secrets redacted; None when answered). Table `skips`: time,
+    group_name, route, check_name ("rate_limit", "budget", ...), reason (the sentence),
+    journey_id. A log written by an earlier version gains the new column and table on
+    first write. Safe from several threads and processes (SQLite's own locking, WAL
+    journal). Writes are best-effort: a failing log never fails a call, and says so once
+    (a loguru WARNING).
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -118,33 +136,50 @@ class AttemptLog:
         self._ready = False
 
     def __call__(self, record: object) -> None:
-        if not isinstance(record, Attempt):
+        columns: tuple[str, ...]
+        if isinstance(record, Attempt):
+            usage = record.usage
+            table, columns = "attempts", _COLUMNS
+            row: tuple[Any, ...] = (
+                time.time(),
+                record.group,
+                record.route,
+                record.outcome,
+                None if record.ok else record.outcome,
+                record.status,
+                record.elapsed,
+                record.elapsed if record.streamed else None,
+                usage.prompt if usage else None,
+                usage.completion if usage else None,
+                record.cost.micros if record.cost else None,
+                record.cost.currency if record.cost else None,
+                record.journey_id,
+                record.error or None,
+            )
+        elif isinstance(record, Skip):
+            table, columns = "skips", _SKIP_COLUMNS
+            row = (
+                time.time(),
+                record.group,
+                record.route,
+                record.check.value,
+                record.reason,
+                record.journey_id,
+            )
+        else:
             return
-        usage = record.usage
-        row = (
-            time.time(),
-            record.group,
-            record.route,
-            record.outcome,
-            None if record.ok else record.outcome,
-            record.status,
-            record.elapsed,
-            record.elapsed if record.streamed else None,
-            usage.prompt if usage else None,
-            usage.completion if usage else None,
-            record.cost.micros if record.cost else None,
-            record.cost.currency if record.cost else None,
-            record.journey_id,
-        )
         import sqlite3
 
         try:
             with self._lock, sqlite3.connect(self.path, timeout=5.0) as db:
                 if not self._ready:
-                    db.execute("PRAGMA journal_mode=WAL")
-                    db.execute(_SCHEMA)
+                    _prepare(db)
                     self._ready = True
-                db.execute(f"INSERT INTO attempts VALUES ({', '.join('?' * len(_COLUMNS))})", row)
+                db.execute(
+                    f"INSERT INTO {table} ({', '.join(columns)}) "
+                    f"VALUES ({', '.join('?' * len(columns))})",
+                    row,
+                )
         except (sqlite3.Error, OSError) as error:
             if not self._warned:
                 self._warned = True
@@ -155,13 +190,38 @@ class AttemptLog:
                 )
 
 
-def read_attempts(path: str | Path) -> list[dict[str, Any]]:
-    """Every row of an attempt log, oldest first, as dicts keyed by column name."""
+def _prepare(db: Any) -> None:
+    """Create the tables, and bring a log from an earlier version up to date."""
+    db.execute("PRAGMA journal_mode=WAL")
+    for statement in _SCHEMA:
+        db.execute(statement)
+    have = {row[1] for row in db.execute("PRAGMA table_info(attempts)")}
+    for column in _COLUMNS:
+        if column not in have:
+            db.execute(f"ALTER TABLE attempts ADD COLUMN {column}")
+
+
+def _read(path: str | Path, table: str) -> list[dict[str, Any]]:
     import sqlite3
 
     with sqlite3.connect(Path(path), timeout=5.0) as db:
         db.row_factory = sqlite3.Row
-        return [dict(row) for row in db.execute("SELECT * FROM attempts ORDER BY rowid")]
+        if not db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).fetchone():
+            return []
+        return [dict(row) for row in db.execute(f"SELECT * FROM {table} ORDER BY rowid")]
+
+
+def read_attempts(path: str | Path) -> list[dict[str, Any]]:
+    """Every attempt row of an attempt log, oldest first, as dicts keyed by column name."""
+    return _read(path, "attempts")
+
+
+def read_skips(path: str | Path) -> list[dict[str, Any]]:
+    """Every skip row of an attempt log (a route passed over, and why), oldest first;
+    empty for a log written before skips were logged."""
+    return _read(path, "skips")
 
 
 def to_pandas(path: str | Path) -> Any:

@@ -31,8 +31,11 @@ __all__ = [
     "Order",
     "OrderContext",
     "Ordering",
+    "BY_WINDOWS",
     "arrange",
     "cheapest",
+    "least_busy",
+    "most_headroom",
     "choose",
     "estimate",
     "healthiest",
@@ -59,6 +62,12 @@ class Order(StrEnum):
     """Rotates the starting route across calls; concurrent calls start apart."""
     FASTEST = "fastest"
     """Best recent success rate and latency first; routes with no history first of all."""
+    LEAST_BUSY = "least_busy"
+    """Fewest calls in flight first, counted in the store (so across processes sharing
+    it): LiteLLM's `least-busy` strategy."""
+    MOST_HEADROOM = "most_headroom"
+    """Most of its rpm/tpm left first (the tighter of the two): LiteLLM's
+    `usage-based-routing`. Routes without limits count as having all their room."""
 
 
 def _no_failures(route: str) -> int:
@@ -169,8 +178,35 @@ class Fastest:
             )
 
 
+def least_busy(candidates: Sequence[Candidate], windows: Mapping[str, Any]) -> list[Candidate]:
+    """Fewest calls in flight first; ties keep written order."""
+    return sorted(candidates, key=lambda c: windows[c.name].in_flight if c.name in windows else 0)
+
+
+def most_headroom(candidates: Sequence[Candidate], windows: Mapping[str, Any]) -> list[Candidate]:
+    """Most of the rate window left first (the smaller of rpm's and tpm's share); ties keep
+    written order."""
+
+    def left(c: Candidate) -> float:
+        w, route = windows.get(c.name), c.route
+        if w is None:
+            return 1.0
+        shares = [1 - w.requests / route.rpm] if route.rpm else []
+        shares += [1 - w.tokens / route.tpm] if route.tpm else []
+        return min(shares, default=1.0)
+
+    return sorted(candidates, key=lambda c: -left(c))
+
+
 Arrange = Callable[[Sequence["Candidate"]], Sequence["Candidate"]]
 ArrangeByHealth = Callable[[Sequence["Candidate"], Mapping[str, Health]], Sequence["Candidate"]]
+ArrangeByWindows = Callable[[Sequence["Candidate"], Mapping[str, Any]], Sequence["Candidate"]]
+
+BY_WINDOWS: Mapping[Order, ArrangeByWindows] = {
+    Order.LEAST_BUSY: least_busy,
+    Order.MOST_HEADROOM: most_headroom,
+}
+"""The orderings that read every route's rate window, fetched in one store call."""
 _CLOSED = Health()
 
 
@@ -181,7 +217,7 @@ def arrange(
     is handed every route's health record first (HEALTHIEST, and an Ordering object
     unless it declares `reads_health = False`), which the plan fetches in one store call.
     """
-    if order is Order.AS_LISTED:
+    if order is Order.AS_LISTED or order in BY_WINDOWS:
         return None, None
     if order is Order.CHEAPEST:
         facts = context.facts

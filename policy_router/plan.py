@@ -13,12 +13,14 @@ or `await aperform(plan.store, ...)` (async); see `store.py`.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
+from .bounds import counted_tokens
 from .budget import Ledger, RequestFacts, Reservation
 from .checks import Candidate, Ordering, explain, sift, static_skip
 from .clock import Clock
@@ -28,10 +30,12 @@ from .errors import (
     DeadlineExceededError,
     NoRouteError,
     OverBudgetError,
+    RateLimitedError,
     RefusedError,
+    StoreUnavailableError,
 )
 from .ids import new_id
-from .journey import Attempt, Check, Journey, Skip
+from .journey import Attempt, Check, Journey, Skip, Waited
 from .outcome import Fault, FaultKind
 from .prices import Money, Usage
 from .requirements import Requirements
@@ -41,6 +45,7 @@ from .store import Health, InMemoryStore, Steps, Store, StoreCall, StoreDeadline
 if TYPE_CHECKING:
     from .breaker import HealthBook
     from .deadline import Deadline
+    from .limits import RateBook, Window
     from .retry import Retry
 
 # Candidate, Fault, FaultKind, explain, sift and static_skip are re-exported: the drivers
@@ -78,7 +83,9 @@ class Send:
     number: int = 1
     probe: bool = False
     token: str = ""
-    """Names this attempt to the store: the probe it claims is its own."""
+    """Names this attempt to the store: the probe it claims is its own, so is its slot."""
+    slot_tokens: int | None = None
+    """The tokens its rate slot took, when it took one."""
 
     @property
     def route(self) -> Route:
@@ -114,6 +121,10 @@ class Plan:
         rng: random.Random | None = None,
         sifted: tuple[Sequence[Candidate], Sequence[Skip]] | None = None,
         store: Store | None = None,
+        rates: RateBook | None = None,
+        by_windows: Callable[[Sequence[Candidate], Mapping[str, Window]], Sequence[Candidate]]
+        | None = None,
+        wait_for_capacity: bool = False,
     ) -> None:
         self.group = group
         self.store: Store = store or (
@@ -133,25 +144,44 @@ class Plan:
         self._started = clock.now()
         self.id = new_id()
         self._sends = 0
-        self._steps: list[Skip | Attempt] = []
+        self._steps: list[Skip | Attempt | Waited] = []
         eligible, skips = sifted if sifted is not None else sift(candidates, needs)
         for skip in skips:
             self._record(skip)
+        self._eligible = ordering(eligible) if ordering else eligible
         # Each entry: the candidate, the wait before sending, and which request it is.
         self._queue: deque[tuple[Candidate, float, int]] = deque(
-            (c, 0.0, 1) for c in (ordering(eligible) if ordering else eligible)
+            (c, 0.0, 1) for c in self._eligible
         )
-        # An ordering that reads health waits for the first `next()`, which fetches every
-        # record in one store call rather than one call per route.
+        # An ordering that reads health (or rate windows) waits for the first `next()`,
+        # which fetches every record in one store call rather than one call per route.
         self._by_health = by_health
+        self._by_windows = by_windows
+        self._reorder = True
+        self._rates = rates
+        self._wait_for_capacity = wait_for_capacity
+        self._round: list[Skip] = []  # why routes were passed over since the last wait
+        self._tried_in_round = False
+        self._poll = 0.05
         self._answered: Candidate | None = None
         self._stop: Fault | None = None
         self._last_fault: Fault | None = None
         self.expired = False
 
-    def _record(self, step: Skip | Attempt) -> None:
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    def _record(self, step: Skip | Attempt | Waited) -> None:
+        if not isinstance(step, Attempt) and not step.journey_id:
+            # A skip may be shared (sifted once per group and needs): this request's copy.
+            step = replace(step, group=self.group, journey_id=self.id)
         self._steps.append(step)
         self._emit(step)
+
+    def _passed_over(self, skip: Skip) -> None:
+        self._round.append(skip)
+        self._record(skip)
 
     # -- what to do next -------------------------------------------------------------------
     def run(self, steps: Steps[T], *, bounded: bool = True) -> T:
@@ -163,8 +193,9 @@ class Plan:
     def next(self) -> Steps[Send | None]:
         """The next route to send to, or None when the request is answered or cannot be.
 
-        Checks run in DESIGN §2's order: breaker, then budget (whose reservation is taken
-        here, atomically), then the deadline. The outcome methods settle or release. When
+        Checks run in DESIGN §2's order: breaker, then the route's rate window (whose slot
+        is taken here), then budget (whose reservation is taken here, atomically), then the
+        deadline. The outcome methods settle or release. When
         the deadline passes while the store is being asked, the request expires: what the
         attempt may have claimed is given back, deferred to the store.
         """
@@ -182,6 +213,16 @@ class Plan:
             ordered = self._by_health([c for c, _, _ in self._queue], seen)
             self._queue = deque((c, 0.0, 1) for c in ordered)
             self._by_health = None
+        if self._by_windows is not None and self._reorder:
+            # Once per round: a retry queued after a failure keeps its place and its wait.
+            self._reorder = False
+            names = [c.name for c, _, _ in self._queue]
+            try:
+                windows: Mapping[str, Window] = yield StoreCall("windows", (names,))
+            except StoreUnavailableError:
+                windows = {}  # the order is a preference; the take below fails closed
+            ordered = self._by_windows([c for c, _, _ in self._queue], windows)
+            self._queue = deque((c, 0.0, 1) for c in ordered)
         while self._queue:
             if self.deadline is not None and self.deadline.passed():
                 self.expired = True
@@ -199,7 +240,21 @@ class Plan:
                     yield from self._health.release(name, token)
                     raise
                 if skip is not None:
-                    self._record(skip)
+                    self._passed_over(skip)
+                    continue
+            slot = None
+            if self._rates is not None and self._rates.applies(candidate):
+                slot = self._slot_tokens(candidate)
+                try:
+                    full = yield from self._rates.admit(candidate, token, slot)
+                except StoreDeadline:
+                    # The take's outcome is unknown: give back what it may have taken.
+                    yield from self._give_back(name, None, token, True)
+                    raise
+                if full is not None:
+                    if self._health is not None:
+                        yield from self._health.release(name, token)
+                    self._passed_over(full)
                     continue
             held = None
             if self._ledger is not None and self._facts is not None:
@@ -207,14 +262,16 @@ class Plan:
                 if isinstance(admitted, Skip):
                     if self._health is not None:
                         yield from self._health.release(name, token)
-                    self._record(admitted)
+                    if slot is not None and self._rates is not None:
+                        yield from self._rates.finish(name, token, None)
+                    self._passed_over(admitted)
                     continue
                 held = admitted
             timeout = self._timeout
             if self.deadline is not None:
                 left = self.deadline.left() - wait
                 if left <= 0:
-                    yield from self._give_back(name, held, token)
+                    yield from self._give_back(name, held, token, slot is not None)
                     self.expired = True
                     return None
                 # The router holds the deadline itself (cancelling, or abandoning a sync
@@ -223,16 +280,81 @@ class Plan:
                 # on every call built a new client and connection for each one.
                 length = self.deadline.seconds
                 timeout = length if timeout is None else min(timeout, length)
+            self._tried_in_round = True
             return Send(
-                candidate, self._clock.now() + wait, held, wait, timeout, number, token=token
+                candidate,
+                self._clock.now() + wait,
+                held,
+                wait,
+                timeout,
+                number,
+                token=token,
+                slot_tokens=slot,
             )
         return None
 
-    def _give_back(self, route: str, held: Reservation | None, token: str) -> Steps[None]:
+    def _slot_tokens(self, candidate: Candidate) -> int:
+        """The tokens a rate slot takes: what the provider counts on arrival (see
+        `bounds.counted_tokens`)."""
+        if self._facts is None:
+            return 0
+        return counted_tokens(self._facts, candidate.sent_cap, candidate.choices)
+
+    def _give_back(
+        self, route: str, held: Reservation | None, token: str, slot: bool
+    ) -> Steps[None]:
         if held is not None and self._ledger is not None:
             yield from self._ledger.release(held)
         if self._health is not None:
             yield from self._health.release(route, token)
+        if slot and self._rates is not None:
+            yield from self._rates.finish(route, token, None)
+
+    def _end_slot(self, send: Send, tokens: int | None) -> Steps[None]:
+        """The attempt's rate slot keeps `tokens` (billed), or is given back (None)."""
+        if send.slot_tokens is not None and self._rates is not None:
+            yield from self._rates.finish(send.route.name, send.token, tokens)
+
+    def _billed(self, send: Send, usage: Usage | None) -> int | None:
+        return usage.prompt + usage.completion if usage is not None else send.slot_tokens
+
+    # -- waiting for capacity ---------------------------------------------------------------
+    def capacity_wait(self) -> float | None:
+        """Seconds to wait before asking the routes again, or None not to wait.
+
+        Only with `wait_for_capacity`, only when nothing was sent since the last wait, and
+        only when every route passed over was full (its rate window, or a budget held by
+        calls in flight, which may fit once they settle): until the earliest slot frees,
+        never past the deadline.
+        """
+        if not self._wait_for_capacity or self._answered or self._stop or self.expired:
+            return None
+        if self._tried_in_round or not self._round:
+            return None
+        waits: list[float] = []
+        for skip in self._round:
+            if skip.check is Check.RATE_LIMIT and math.isfinite(skip.detail["frees_in"]):
+                waits.append(float(max(skip.detail["frees_in"], skip.detail["closed_for"], 0.01)))
+            elif skip.check is Check.BUDGET and skip.detail.get("may_fit"):
+                waits.append(self._poll)
+            else:
+                return None
+        wait = min(waits)
+        if self.deadline is not None:
+            left = self.deadline.left()
+            if left <= 0:
+                return None
+            wait = min(wait, left)
+        return wait
+
+    def waited(self, seconds: float) -> None:
+        """The driver waited `seconds` for capacity: say so, and consider the routes again."""
+        why = "; ".join(f"{s.route}: {s.reason}" for s in self._round)
+        self._record(Waited(seconds, why))
+        self._poll = min(self._poll * 2, 1.0)
+        self._round, self._tried_in_round = [], False
+        self._queue = deque((c, 0.0, 1) for c in self._eligible)
+        self._reorder = True
 
     # -- outcomes --------------------------------------------------------------------------
     def answered(
@@ -241,6 +363,8 @@ class Plan:
         """The route answered. For a stream (`final=False`) its first chunk arrived, and
         its cost is settled later by `finished`."""
         cost = (yield from self._settle(send, usage)) if final else None
+        if final:
+            yield from self._end_slot(send, self._billed(send, usage))
         if self._health is not None:
             yield from self._health.succeeded(send.route.name, send.token)
         elapsed = self._since(send)
@@ -267,6 +391,7 @@ class Plan:
     def finished(self, send: Send, usage: Usage | None) -> Steps[None]:
         """A stream that answered has ended or been closed: settle what it cost."""
         cost = yield from self._settle(send, usage)
+        yield from self._end_slot(send, self._billed(send, usage))
         self._replace_answer(send, lambda a: replace(a, cost=cost, usage=usage))
         for step in reversed(self._steps):
             if isinstance(step, Attempt) and step.route == send.route.name and step.ok:
@@ -283,6 +408,15 @@ class Plan:
         """
         yield from self._release(send)
         self._last_fault = fault
+        # A request the provider received counts in its window, even refused.
+        yield from self._end_slot(send, send.slot_tokens if fault.sent else None)
+        if (
+            fault.kind is FaultKind.RATE_LIMITED
+            and fault.retry_after
+            and self._rates is not None
+            and (send.route.rpm or send.route.tpm)
+        ):
+            yield from self._rates.close(send.route.name, fault.retry_after)
         if not fault.sent:
             if self._health is not None:
                 yield from self._health.release(send.route.name, send.token)
@@ -321,6 +455,7 @@ class Plan:
         """
         self.expired = True
         cost = (yield from self._settle(send, None)) if sent else None
+        yield from self._end_slot(send, send.slot_tokens if sent else None)
         if not sent:
             yield from self._release(send)
         if self._health is not None:
@@ -332,6 +467,7 @@ class Plan:
 
     def settle_late(self, send: Send, usage: Usage | None, fault: Fault | None) -> Steps[None]:
         """An abandoned call ended: charge or release it, and tell the breaker."""
+        yield from self._end_slot(send, self._billed(send, usage))
         if fault is None:
             yield from self._settle(send, usage)
             if self._health is not None:
@@ -382,6 +518,7 @@ class Plan:
         the request goes on to the next route when there is one; returns whether it does.
         """
         cost = yield from self._settle(send, usage)
+        yield from self._end_slot(send, self._billed(send, usage))
         if self._health is not None:
             yield from self._health.failed(
                 send.route.name, _redacted(send, fault), self._clock.now(), send.token
@@ -506,6 +643,18 @@ class Plan:
         if any(s.check is Check.BUDGET for s in journey.skips):
             return OverBudgetError(message + "; nothing was sent", journey=journey)
         resting = [s for s in journey.skips if s.check is Check.BREAKER]
+        limited = [s for s in journey.skips if s.check is Check.RATE_LIMIT]
+        if limited and not last:
+            retry_after = min(
+                [max(float(s.detail["frees_in"]), float(s.detail["closed_for"])) for s in limited]
+                + [float(s.detail.get("rest_left", 0.0)) for s in resting]
+            )
+            return RateLimitedError(
+                f"every route that could serve group {self.group!r} is at its rate limit; "
+                f"the first has room in {retry_after:.1f} s; nothing was sent: {reasons}",
+                retry_after=retry_after,
+                journey=journey,
+            )
         if resting and not last:
             wakes_in = min(float(s.detail.get("rest_left", 0.0)) for s in resting)
             return AllRestingError(

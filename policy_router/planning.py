@@ -28,7 +28,8 @@ from .deadline import Deadline
 from .endpoints import Endpoint
 from .errors import ConfigError, NoRouteError
 from .journey import Explanation, Routed, Skip
-from .order import Arrange, ArrangeByHealth, Order, OrderContext, Ordering, arrange
+from .limits import RateBook
+from .order import BY_WINDOWS, Arrange, ArrangeByHealth, Order, OrderContext, Ordering, arrange
 from .plan import Plan, Send
 from .requirements import Requirements
 from .retry import Retry
@@ -41,7 +42,7 @@ __all__ = ["POLICY_KWARGS", "Planner", "finish"]
 _ON_DEVICE = Requirements(on_device=True)
 
 # Keywords the router takes out of a call before LiteLLM sees it.
-POLICY_KWARGS = ("on_device", "needs", "deadline", "retry")
+POLICY_KWARGS = ("on_device", "needs", "deadline", "retry", "wait_for_capacity")
 
 
 class Planner:
@@ -60,6 +61,7 @@ class Planner:
         store: Store,
         clock: Clock,
         emit: Callable[[object], None],
+        wait_for_capacity: bool = False,
     ) -> None:
         self.groups: dict[str, tuple[Candidate, ...]] = {}
         self.by_model: dict[str, tuple[Candidate, ...]] = {}
@@ -77,6 +79,19 @@ class Planner:
         self._emit = emit
         self._turns: defaultdict[str, itertools.count[int]] = defaultdict(itertools.count)
         self._lock = threading.Lock()
+        self._wait = wait_for_capacity
+        # Groups with a rate-limited route; groups whose ordering reads calls in flight
+        # (every route of theirs takes a slot).
+        self._limited = {
+            g for g, cs in self.groups.items() if any(c.route.rpm or c.route.tpm for c in cs)
+        }
+        # Groups whose requests are measured for a tokens-per-minute limit.
+        self._counted = {g for g, cs in self.groups.items() if any(c.route.tpm for c in cs)}
+        self._books = {
+            g: RateBook(tracks_all=self.order_of(g) in BY_WINDOWS)
+            for g in self.groups
+            if g in self._limited or self.order_of(g) in BY_WINDOWS
+        }
         self._sifted: LRUCache[
             tuple[str, Requirements], tuple[Sequence[Candidate], Sequence[Skip]]
         ] = LRUCache(maxsize=1024)
@@ -123,14 +138,14 @@ class Planner:
         """Measure the request once, and only what a price decision needs: the token count
         orders routes (and explains), the bounds hold the budget."""
         count = explaining or self.order_of(group) is Order.CHEAPEST
-        if self.ledger is None and not count:
+        if self.ledger is None and not count and group not in self._counted:
             return None
         image_tokens = self.ledger.budget.image_tokens if self.ledger else 0
         choices = [v for k in endpoint.choices if isinstance(v := kwargs.get(k), int)]
         return RequestFacts(
             prompt_tokens=transport.count_tokens(kwargs, endpoint.prompt) if count else 0,
             prompt_bound=prompt_bound(kwargs, image_tokens, texts=endpoint.prompt)
-            if self.ledger
+            if self.ledger or group in self._counted
             else 0,
             reply_tokens=reply_tokens(kwargs, *endpoint.reply_caps) if endpoint.generates else 0,
             choices=max(choices) if choices else None,
@@ -170,6 +185,9 @@ class Planner:
         retry = kwargs.get("retry")
         if retry is not None and not isinstance(retry, Retry):
             raise ConfigError(f"retry must be a Retry, got {type(retry).__name__}")
+        wait = kwargs.get("wait_for_capacity", self._wait)
+        if not isinstance(wait, bool):
+            raise ConfigError(f"wait_for_capacity must be True or False, got {wait!r}")
         plan = Plan(
             group,
             candidates,
@@ -187,6 +205,9 @@ class Planner:
             emit=self._emit,
             on_result=None if isinstance(order, Order) else order.on_result,
             store=self.store,
+            rates=self._books.get(group),
+            by_windows=BY_WINDOWS.get(order) if isinstance(order, Order) else None,
+            wait_for_capacity=wait,
         )
         return plan, call_kwargs
 
@@ -202,7 +223,14 @@ class Planner:
         if by_health is not None:
             seen = self.store.all_health()
             ordering = lambda cs: by_health(cs, seen)  # noqa: E731
-        return explain(group, candidates, needs, ordering, self.ledger, facts)
+        windows = None
+        if group in self._books:
+            windows = self.store.windows([c.name for c in candidates])
+            order = self.order_of(group)
+            by_windows = BY_WINDOWS.get(order) if isinstance(order, Order) else None
+            if by_windows is not None:
+                ordering = lambda cs: by_windows(cs, windows)  # noqa: E731
+        return explain(group, candidates, needs, ordering, self.ledger, facts, windows)
 
 
 def _with_messages(endpoint: Endpoint, messages: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:

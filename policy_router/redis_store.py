@@ -40,9 +40,13 @@ from urllib.parse import urlsplit
 
 from .clock import Clock, MonotonicClock
 from .errors import ConfigError, StoreUnavailableError
+from .limits import Window
 from .redis_health import ALL, DONE_TTL, Keys, Update, decode_all, free_probe
 from .redis_health import arun as arun_update
 from .redis_health import run as run_update
+from .redis_limits import close_args, finish_write, take_args, windows_args
+from .redis_limits import decode as decode_window
+from .redis_limits import decode_all as decode_windows
 from .redis_link import Link, Write, address
 from .store import Health, InMemoryStore, SpendState, StoreCall
 
@@ -331,12 +335,52 @@ class RedisStore:
         except StoreUnavailableError:
             return self._unconfirmed(update, change)
 
+    # -- rate windows (see limits.py and redis_limits.py) ---------------------------------
+    def take(self, route: str, slot: str, tokens: int, rpm: int | None, tpm: int | None) -> Window:
+        """Raises StoreUnavailableError when Redis cannot be reached (the limit fails
+        closed, as the budget does)."""
+        args = take_args(self.namespace, route, slot, tokens, rpm, tpm)
+        return decode_window(self._link.run(lambda r: r.eval(*args)))
+
+    async def atake(
+        self, route: str, slot: str, tokens: int, rpm: int | None, tpm: int | None
+    ) -> Window:
+        args = take_args(self.namespace, route, slot, tokens, rpm, tpm)
+        return decode_window(await self._link.arun(lambda r: r.eval(*args)))
+
+    def finish(self, route: str, slot: str, tokens: int | None) -> None:
+        self._link.write(finish_write(self.namespace, route, slot, tokens, DONE_TTL))
+
+    async def afinish(self, route: str, slot: str, tokens: int | None) -> None:
+        await self._link.awrite(finish_write(self.namespace, route, slot, tokens, DONE_TTL))
+
+    def close_window(self, route: str, seconds: float) -> None:
+        self._link.write(close_args(self.namespace, route, seconds))
+
+    async def aclose_window(self, route: str, seconds: float) -> None:
+        await self._link.awrite(close_args(self.namespace, route, seconds))
+
+    def windows(self, routes: list[str]) -> dict[str, Window]:
+        args = windows_args(self.namespace, routes)
+        return decode_windows(routes, self._link.run(lambda r: r.eval(*args)))
+
+    async def awindows(self, routes: list[str]) -> dict[str, Window]:
+        args = windows_args(self.namespace, routes)
+        return decode_windows(routes, await self._link.arun(lambda r: r.eval(*args)))
+
     def defer(self, call: StoreCall) -> Any:
         """Make a write the deadline cut short once Redis is next reached (see
         `store.perform`): a budget write by its id; a health write in this process's view,
         with the attempt's probe given back in Redis."""
         if call.method in ("settle", "release"):
             self._link.defer(getattr(self, "_" + call.method)(*call.args, **call.kwargs))
+            return None
+        if call.method == "finish":
+            route, slot, tokens = call.args
+            self._link.defer(finish_write(self.namespace, route, slot, tokens, DONE_TTL))
+            return None
+        if call.method == "close_window":
+            self._link.defer(close_args(self.namespace, *call.args))
             return None
         if call.method == "update_health":
             route, change = call.args
@@ -399,7 +443,8 @@ class RedisStore:
         return self._link.run(op)
 
     def clear(self) -> None:
-        """Delete every key under this store's namespace: spending, reservations, health.
+        """Delete every key under this store's namespace: spending, reservations, health
+        and rate windows.
 
         For tests and for starting a budget afresh; every process sharing the namespace
         sees it at once. Reservations of calls still running are dropped too.

@@ -80,6 +80,9 @@ class Route:
     - `capabilities` override what LiteLLM's model info says, e.g. `{"tools": True}`.
     - `output_limit` declares the most tokens the model writes in one reply, for a model
       LiteLLM's info does not know: a budget bounds calls without `max_tokens` by it.
+    - `rpm` and `tpm` are the provider account's requests and tokens per minute for this
+      route: the router counts them in its store and skips the route, before sending,
+      while the window is full (see `limits.py`).
 
     Secrets (`api_key`, any kwarg whose name says key, token, secret or password, and such
     headers) never appear in the repr, and the router redacts them from journeys, logs and
@@ -99,6 +102,8 @@ class Route:
         "reach_declared",
         "reach_reason",
         "retry",
+        "rpm",
+        "tpm",
     )
 
     model: str
@@ -108,6 +113,8 @@ class Route:
     reach_declared: bool
     reach_reason: str
     output_limit: int | None
+    rpm: int | None
+    tpm: int | None
     prices: Any
     retry: Any
     _kwargs: Mapping[str, Any]
@@ -125,6 +132,8 @@ class Route:
         prices: Any = None,
         retry: Any = None,
         output_limit: int | None = None,
+        rpm: int | None = None,
+        tpm: int | None = None,
         **litellm_kwargs: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -140,13 +149,13 @@ class Route:
         if api_base is not None and not isinstance(api_base, str):
             raise ConfigError(f"Route({model!r}): api_base must be a URL string, got {api_base!r}")
         check_timeout(litellm_kwargs.get("timeout"), f"Route({model!r}).timeout")
-        if output_limit is not None and (
-            isinstance(output_limit, bool) or not isinstance(output_limit, int) or output_limit < 1
-        ):
-            raise ConfigError(
-                f"Route({model!r}).output_limit must be a whole number of tokens >= 1, "
-                f"got {output_limit!r}"
-            )
+        for field, value in (("output_limit", output_limit), ("rpm", rpm), ("tpm", tpm)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ConfigError(
+                    f"Route({model!r}).{field} must be a whole number >= 1, got {value!r}"
+                )
         set_ = object.__setattr__
         set_(self, "model", model)
         set_(self, "group", group or model)
@@ -175,6 +184,8 @@ class Route:
         set_(self, "prices", prices)
         set_(self, "retry", retry)
         set_(self, "output_limit", output_limit)
+        set_(self, "rpm", rpm)
+        set_(self, "tpm", tpm)
 
     def _listed_provider(self) -> str | None:
         from . import transport  # LiteLLM is asked only for a loopback route
@@ -219,6 +230,8 @@ class Route:
             prices=self.prices,
             retry=self.retry,
             output_limit=self.output_limit,
+            rpm=self.rpm,
+            tpm=self.tpm,
             **self._kwargs,
         )
 
@@ -233,6 +246,7 @@ class Route:
         parts.append(f"reach={self.reach.value}{'' if self.reach_declared else ' (inferred)'}")
         if self._capabilities:
             parts.append(f"capabilities={ {c.value: v for c, v in self._capabilities.items()} }")
+        parts.extend(f"{k}={v}" for k, v in (("rpm", self.rpm), ("tpm", self.tpm)) if v)
         parts.extend(f"{k}={v!r}" for k, v in shown.items())
         return f"Route({', '.join(parts)})"
 

@@ -27,6 +27,7 @@ from .endpoints import Endpoint
 from .endpoints import endpoint as endpoint_named
 from .errors import ConfigError
 from .journey import Explanation, Routed
+from .limits import Window
 from .observe import LogObserver, Observer, fan_out
 from .order import Order, Ordering, choose
 from .plan import Fault, FaultKind, Plan, Send
@@ -68,6 +69,9 @@ class Router:
 
     Health and spending live in `store`: in this process by default, or in Redis with
     `store=RedisStore(url)`, shared by every process whose router has the same `name`.
+    Routes with `rpm`/`tpm` are skipped while their window is full; with
+    `wait_for_capacity=True` (or per call) a request whose every route is full waits for
+    the earliest slot instead, never past its deadline.
     """
 
     def __init__(
@@ -86,6 +90,7 @@ class Router:
         stream_failure: Literal["raise", "restart"] = "raise",
         on_restart: Callable[[StreamRestart], None] | None = None,
         quiet_litellm: bool = True,
+        wait_for_capacity: bool = False,
     ) -> None:
         routes = list(routes)
         if not routes:
@@ -131,6 +136,7 @@ class Router:
             store=self._store,
             clock=self._clock,
             emit=self._emit,
+            wait_for_capacity=bool(wait_for_capacity),
         )
 
     @classmethod
@@ -204,6 +210,11 @@ class Router:
         """Every route's health record by name (closed and untouched routes included)."""
         known = self._store.all_health()
         return {r.name: known.get(r.name, Health()) for r in self._routes}
+
+    def usage(self) -> dict[str, Window]:
+        """Every route's rate window now: requests and tokens in the last minute, calls in
+        flight, when the next slot frees (shared through the store)."""
+        return dict(self._store.windows([r.name for r in self._routes]))
 
     def resting(self) -> dict[str, float]:
         """Routes resting now, by name, with the seconds of rest left."""

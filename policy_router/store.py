@@ -41,6 +41,7 @@ from .errors import StoreUnavailableError
 if TYPE_CHECKING:
     from .clock import Clock
     from .deadline import Deadline
+    from .limits import MemoryWindows, Window
 
 __all__ = [
     "Health",
@@ -272,6 +273,25 @@ class Store(Protocol):
         return what this process's view says meanwhile. Only remote stores are asked."""
         ...
 
+    def take(
+        self, route: str, slot: str, tokens: int, rpm: int | None, tpm: int | None
+    ) -> Window:
+        """Take a rate slot for `route` if its window has room (see `limits.py`); return
+        the route's `Window`, whose `taken` says whether it did. Once per slot id."""
+        ...
+
+    def finish(self, route: str, slot: str, tokens: int | None) -> None:
+        """Settle a slot to the tokens billed, or give it back (`tokens` None), once."""
+        ...
+
+    def close_window(self, route: str, seconds: float) -> None:
+        """Take no slot for `route` for `seconds` (a provider's 429 named its reset)."""
+        ...
+
+    def windows(self, routes: list[str]) -> dict[str, Window]:
+        """Every named route's `Window` now."""
+        ...
+
     def all_health(self) -> dict[str, Health]: ...
 
     def reset_health(self, route: str | None = None) -> None: ...
@@ -285,9 +305,37 @@ class InMemoryStore:
     """
 
     remote = False
+    _windows: MemoryWindows | None
 
     def bind(self, router: str, clock: Clock, emit: Callable[[object], None]) -> InMemoryStore:
+        # The windows run on the first router's clock (a test's manual clock included).
+        if self._windows is None:
+            from .limits import MemoryWindows
+
+            self._windows = MemoryWindows(clock)
         return self
+
+    def _rates(self) -> MemoryWindows:
+        if self._windows is None:  # used without a router: on the monotonic clock
+            from .clock import MonotonicClock
+            from .limits import MemoryWindows
+
+            self._windows = MemoryWindows(MonotonicClock())
+        return self._windows
+
+    def take(
+        self, route: str, slot: str, tokens: int, rpm: int | None, tpm: int | None
+    ) -> Window:
+        return self._rates().take(route, slot, tokens, rpm, tpm)
+
+    def finish(self, route: str, slot: str, tokens: int | None) -> None:
+        self._rates().finish(route, slot, tokens)
+
+    def close_window(self, route: str, seconds: float) -> None:
+        self._rates().close_window(route, seconds)
+
+    def windows(self, routes: list[str]) -> dict[str, Window]:
+        return self._rates().windows(routes)
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -297,6 +345,7 @@ class InMemoryStore:
         # nothing is ever repeated, but the store keeps the same promise as a shared one.
         self._done: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=4096)
         self._health: dict[str, Health] = {}
+        self._windows = None
 
     def _account(self, budget: str) -> list[int]:
         account = self._spend.get(budget)

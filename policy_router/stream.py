@@ -356,14 +356,15 @@ def _close_later(close: Callable[[], Coroutine[Any, Any, Any]]) -> None:
 def _stream_kwargs(
     kwargs: dict[str, Any], send: Send, shape: StreamShape
 ) -> tuple[dict[str, Any], bool]:
-    """Ask for the final usage chunk when the call is priced and the endpoint streams usage
-    only when asked; the returned flag says to strip that chunk, which the caller did not
-    ask for."""
+    """Ask for the final usage chunk when the call is priced or counts tokens against a
+    `tpm`, and the endpoint streams usage only when asked; the returned flag says to strip
+    that chunk, which the caller did not ask for."""
     options = kwargs.get("stream_options") or {}
+    counted = send.slot_tokens is not None and send.route.tpm is not None
     if (
         not shape.ask_usage
         or options.get("include_usage")
-        or (send.candidate.price is None and send.held is None)
+        or (send.candidate.price is None and send.held is None and not counted)
     ):
         return kwargs, False
     return {**kwargs, "stream_options": {**options, "include_usage": True}}, True

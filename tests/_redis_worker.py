@@ -9,8 +9,10 @@ from typing import Any
 from policy_router import (
     Breaker,
     Budget,
+    DeadlineExceededError,
     OverBudgetError,
     PriceTable,
+    RateLimitedError,
     RedisStore,
     Route,
     Router,
@@ -80,3 +82,48 @@ def one_call(redis_url: str, base_url: str, cooldown: float, start: Any, out: An
             "skipped": {s.route: s.reason for s in routed.journey.skips},
         }
     )
+
+
+def limited_router(redis_url: str, base_url: str, rpm: int, **policies: Any) -> Router:
+    """Routes a and b of group g, `rpm` requests a minute each, counted in Redis."""
+    routes = [
+        Route(
+            f"openai/{m}",
+            group="g",
+            api_base=base_url,
+            api_key=f"sk-test-secret-{m}",
+            capabilities={"streaming": True},
+            rpm=rpm,
+        )
+        for m in ("a", "b")
+    ]
+    return Router(routes, name="limits-burst", store=RedisStore(redis_url), **policies)
+
+
+async def rate_limited_call(router: Router, **kwargs: Any) -> tuple[str, int]:
+    """One async call: "answered", "refused" before sending, or "deadline"; with the
+    requests its journey says were sent."""
+    try:
+        routed = await router.aroute(model="g", messages=MESSAGES, **kwargs)
+        return "answered", routed.attempts
+    except RateLimitedError as refused:
+        assert refused.journey is not None
+        return "refused", len(refused.journey.attempts)
+    except DeadlineExceededError as late:
+        assert late.journey is not None
+        return "deadline", len(late.journey.attempts)
+
+
+def rate_burst(
+    redis_url: str, base_url: str, rpm: int, calls: int, barrier: Any, kwargs: dict[str, Any]
+) -> Counter[str]:
+    """`calls` concurrent async calls through one process's router: how each ended, and
+    under "sent" the requests the journeys record."""
+    r = limited_router(redis_url, base_url, rpm)
+
+    async def all_() -> list[tuple[str, int]]:
+        return await asyncio.gather(*(rate_limited_call(r, **kwargs) for _ in range(calls)))
+
+    barrier.wait()
+    ended = asyncio.run(all_())
+    return Counter(e for e, _ in ended) + Counter({"sent": sum(n for _, n in ended)})

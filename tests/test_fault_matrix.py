@@ -1,6 +1,7 @@
 """The fault matrix: every fault FakeProvider scripts x route position x driver (sync,
 async, stream, async stream) x breaker on/off x budget on/off, each cell checking every
-promise at once; and again with breaker and budget in Redis."""
+promise at once; and again with breaker and budget in Redis. The cells with a breaker also
+give every route rate limits, so the windows are checked against what was really sent."""
 
 from __future__ import annotations
 
@@ -78,10 +79,13 @@ def check_cell(
     fake.script(NAMES[position], step)
     for name in NAMES:
         fake.script(name, Reply("ok", usage=(20, 5)))
+    # With a breaker, every route also has rate limits no cell reaches: each attempt takes
+    # a slot, which must end settled (sent) or given back (not sent), never left in flight.
+    limits = {"rpm": 100, "tpm": 1_000_000} if breaker else {}
     router = Router(
         [
-            *(fake_route(fake, n, prices=PRICES) for n in NAMES),
-            fake_route(fake, "vendor", reach="vendor", prices=PRICES),
+            *(fake_route(fake, n, prices=PRICES, **limits) for n in NAMES),
+            fake_route(fake, "vendor", reach="vendor", prices=PRICES, **limits),
         ],
         breaker=Breaker(failures=1) if breaker else None,
         budget=Budget(CAP) if budget else None,
@@ -111,6 +115,12 @@ def check_cell(
         costs = [a.cost for a in journey.attempts if a.cost is not None]
         assert spending.spent <= CAP and spending.reserved == Money(0)
         assert spending.spent == sum(costs, Money(0))  # charged once, by the journey's costs
+    if limits:
+        windows = router.usage()
+        assert {n: windows[f"openai/{n}"].requests for n in sent} == sent
+        assert all(w.in_flight == 0 for w in windows.values())
+        answered = [a for a in journey.attempts if a.ok]
+        assert all(windows[a.route].tokens == 25 for a in answered)  # settled to the bill
     if breaker:
         kind = FaultKind(journey.attempts[position].outcome)
         resting = router.resting()

@@ -400,3 +400,29 @@ def test_a_deadline_keeps_litellms_connection(fake: FakeProvider, driver: str) -
         asyncio.run(eight())
     assert fake.requests() == 8
     assert fake.connections() <= 2
+
+
+def test_an_attempt_log_from_an_earlier_version_is_brought_up_to_date(
+    fake: FakeProvider, tmp_path: Any
+) -> None:
+    """A log written before the error column and the skips table keeps its rows and gains
+    both on the first write; an old log is read without them."""
+    import sqlite3
+
+    from policy_router import AttemptLog, read_attempts, read_skips
+
+    path = tmp_path / "old.sqlite"
+    old = (
+        "time, group_name, route, outcome, fault, status, latency, first_chunk, tokens_in, "
+        "tokens_out, cost_micros, currency, journey_id"
+    )
+    with sqlite3.connect(path) as db:
+        db.execute(f"CREATE TABLE attempts ({old})")
+        db.execute(f"INSERT INTO attempts VALUES ({', '.join('?' * 13)})", (1.0, "g", "x", "answered", *[None] * 8, "j0"))
+    assert read_skips(path) == [] and len(read_attempts(path)) == 1
+    fake.script("a", Fail(503))
+    router = Router([fake_route(fake, "a"), fake_route(fake, "b")], observers=[AttemptLog(path)])
+    router.completion(model="g", messages=MESSAGES)
+    rows = read_attempts(path)
+    assert [r["route"] for r in rows] == ["x", "openai/a", "openai/b"]
+    assert rows[0]["error"] is None and "overloaded" in rows[1]["error"]

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["IMAGE_TOKENS", "cap", "prompt_tokens", "words"]
+__all__ = ["IMAGE_TOKENS", "cap", "choices", "prompt_tokens", "words"]
 
 IMAGE_TOKENS = 765
 """What OpenAI bills gpt-4o for a 1024x1024 image in high detail."""
@@ -70,3 +70,14 @@ def cap(body: Mapping[str, Any], limit: int | None, *names: str) -> int | None:
     if limit is not None:
         caps.append(limit)
     return min(caps) if caps else None
+
+
+def choices(body: Mapping[str, Any]) -> int:
+    """How many replies a request bills: `n`, or `best_of` when larger (a completion
+    generates `best_of` and shows `n`)."""
+    counts = [
+        v
+        for name in ("n", "best_of")
+        if isinstance(v := body.get(name), int) and not isinstance(v, bool) and v > 0
+    ]
+    return max(counts, default=1)

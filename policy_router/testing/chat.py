@@ -62,6 +62,9 @@ class ChatExchange(Exchange):
             "total_tokens": prompt + completion,
         }
 
+    def billed(self, reply: Reply) -> int:
+        return self.usage(reply)["total_tokens"]
+
     def answer(self, reply: Reply) -> dict[str, Any]:
         text, _, finish = self._written(reply)
         message: dict[str, Any] = {"role": "assistant", "content": text or None}

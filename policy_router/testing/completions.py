@@ -54,6 +54,9 @@ class CompletionExchange(Exchange):
             "choices": choices,
         }
 
+    def billed(self, reply: Reply) -> int:
+        return self.usage(reply)["total_tokens"]
+
     def answer(self, reply: Reply) -> dict[str, Any]:
         text, _, finish = self._written(reply)
         shown, _ = self._billed_choices()

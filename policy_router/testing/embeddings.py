@@ -37,10 +37,13 @@ class EmbeddingExchange(Exchange):
             items = [items]  # one input given as token ids
         return [" ".join(map(str, i)) if isinstance(i, list) else str(i) for i in items]
 
+    def billed(self, reply: Reply) -> int:
+        return reply.usage[0] if reply.usage else max(sum(words(t) for t in self._inputs()), 1)
+
     def answer(self, reply: Reply) -> dict[str, Any]:
         inputs = self._inputs()
         dimensions = self.body.get("dimensions") or DIMENSIONS
-        tokens = reply.usage[0] if reply.usage else max(sum(words(t) for t in inputs), 1)
+        tokens = self.billed(reply)
         return {
             "object": "list",
             "data": [

@@ -50,6 +50,9 @@ class ResponsesExchange(Exchange):
             "total_tokens": prompt + completion,
         }
 
+    def billed(self, reply: Reply) -> int:
+        return int(self._usage(reply)["total_tokens"])
+
     def _items(self, reply: Reply, text: str) -> list[dict[str, Any]]:
         if reply.tool_calls:
             return [

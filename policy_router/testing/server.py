@@ -25,9 +25,12 @@ __all__ = ["Exchange", "FakeProvider", "Limits"]
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What one model of the fake enforces: the most tokens it writes per reply."""
+    """What one model of the fake enforces: the most tokens it writes per reply, and the
+    requests and tokens it takes a minute before answering 429 with the real wait."""
 
     max_output: int | None = None
+    rpm: int | None = None
+    tpm: int | None = None
 
 
 class FakeProvider:
@@ -59,6 +62,10 @@ class FakeProvider:
         self._scripts: dict[str, deque[Step]] = defaultdict(deque)
         self._bodies: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self._limits: dict[str, Limits] = {}
+        # Per model: [when, tokens] for each request in the last 60 s; tokens are the
+        # request's bound until its reply is written, then what the reply billed.
+        self._windows: dict[str, deque[list[float]]] = defaultdict(deque)
+        self._refused: dict[str, int] = defaultdict(int)
         self._connections = 0
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -118,11 +125,28 @@ class FakeProvider:
         with self._lock:
             self._scripts[_bare(model)].extend(steps)
 
-    def limits(self, model: str, *, max_output: int | None = None) -> None:
+    def limits(
+        self,
+        model: str,
+        *,
+        max_output: int | None = None,
+        rpm: int | None = None,
+        tpm: int | None = None,
+    ) -> None:
         """Make `model` write at most `max_output` tokens per reply (finish reason
-        "length"), as a real model stops at its own limit."""
+        "length"), as a real model stops at its own limit; and take at most `rpm` requests
+        and `tpm` tokens in any 60 seconds, as a provider account does (a request counts its
+        prompt plus the reply cap it sends until its reply is written, then what it billed): past them it answers 429 with `Retry-After` set to when the
+        window has room, and counts the refusal (`refused(model)`)."""
         with self._lock:
-            self._limits[_bare(model)] = Limits(max_output)
+            self._limits[_bare(model)] = Limits(max_output, rpm, tpm)
+
+    def refused(self, model: str | None = None) -> int:
+        """How many requests for `model` (or for all) its rate limits refused with a 429."""
+        with self._lock:
+            if model is None:
+                return sum(self._refused.values())
+            return self._refused.get(_bare(model), 0)
 
     def requests(self, model: str | None = None) -> int:
         """How many requests arrived for `model` (the bare name), or for all models."""
@@ -148,17 +172,60 @@ class FakeProvider:
             self._scripts.clear()
             self._bodies.clear()
             self._limits.clear()
+            self._windows.clear()
+            self._refused.clear()
             self._connections = 0
 
-    def _take(self, model: str, path: str, body: dict[str, Any]) -> tuple[Step, Limits]:
+    def _over(
+        self, model: str, limits: Limits, body: dict[str, Any]
+    ) -> tuple[Fail | None, list[float] | None]:
+        """A 429 when the request does not fit the model's window, else its place in it."""
+        if limits.rpm is None and limits.tpm is None:
+            return None, None
+        from .billing import cap, choices, prompt_tokens
+
+        now = time.monotonic()
+        window = self._windows[model]
+        while window and window[0][0] <= now - 60.0:
+            window.popleft()
+        # As a provider counts on arrival: the reply cap the request sends, not the model's.
+        reply = cap(body, None, "max_tokens", "max_completion_tokens", "max_output_tokens")
+        texts = ("messages", "input", "instructions", "prompt")
+        tokens = prompt_tokens(body, texts) + (reply or 0) * choices(body)
+        used = sum(t for _, t in window)
+        if (limits.rpm is not None and len(window) >= limits.rpm) or (
+            limits.tpm is not None and used + tokens > limits.tpm
+        ):
+            self._refused[model] += 1
+            wait = window[0][0] + 60.0 - now if window else 60.0
+            refusal = Fail(
+                429, "Rate limit reached for requests", retry_after=round(max(wait, 0.1), 1)
+            )
+            return refusal, None
+        place = [now, float(tokens)]
+        window.append(place)
+        return None, place
+
+    def _billed(self, place: list[float] | None, tokens: int) -> None:
+        """A reply was written: its place in the window counts what it billed."""
+        if place is not None:
+            with self._lock:
+                place[1] = float(tokens)
+
+    def _take(
+        self, model: str, path: str, body: dict[str, Any]
+    ) -> tuple[Step, Limits, list[float] | None]:
         with self._lock:
             self._bodies[model].append(body)
+            limits = self._limits.get(model, Limits())
+            refusal, place = self._over(model, limits, body)
+            if refusal is not None:
+                return refusal, limits, None
             queue = self._scripts.get(model)
             step = queue.popleft() if queue else None
-            limits = self._limits.get(model, Limits())
         if step is None and self._responder is not None:
             step = self._responder(path, body)
-        return step or self._default, limits
+        return step or self._default, limits, place
 
     def _sleep(self, seconds: float) -> bool:
         """Wait, but wake at shutdown; True when the server is stopping."""
@@ -206,8 +273,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_json(404, error_body(f"no route {self.path}", "not_found"))
             return
         model = str(body.get("model", ""))
-        step, limits = self.fake._take(model, path, body)
-        exchange(self, model, body, limits).play(step)
+        step, limits, place = self.fake._take(model, path, body)
+        answer = exchange(self, model, body, limits)
+        answer.place = place
+        answer.play(step)
 
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
@@ -264,9 +333,14 @@ class Exchange:
         self.limits = limits
         self.stream = bool(body.get("stream"))
         self.id = f"{self.prefix}-{time.monotonic_ns()}"
+        self.place: list[float] | None = None  # in the model's rate window, when limited
 
     # -- what an endpoint says -------------------------------------------------------------
     def answer(self, reply: Reply) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def billed(self, reply: Reply) -> int:
+        """Every token the reply bills, prompt and output."""
         raise NotImplementedError
 
     def events(
@@ -325,6 +399,7 @@ class Exchange:
         cut_after: int | None = None,
         finish: bool = True,
     ) -> None:
+        self.h.fake._billed(self.place, self.billed(reply))
         if self.stream:
             self._stream(reply, pieces=pieces, gap=gap, cut_after=cut_after, finish=finish)
             return

@@ -37,8 +37,11 @@ MESSAGES = [{"role": "user", "content": "Say hello."}]
 KEY = "sk-bench"
 
 
-def bench_routes(base: str, capabilities: dict[str, bool] | None = None) -> list[Any]:
-    """Routes openai/a, /b, /c on the FakeProvider at `base`, priced 0.15 / 0.60 per million."""
+def bench_routes(
+    base: str, capabilities: dict[str, bool] | None = None, **limits: int
+) -> list[Any]:
+    """Routes openai/a, /b, /c on the FakeProvider at `base`, priced 0.15 / 0.60 per million,
+    with `limits` (rpm=, tpm=) when given."""
     from policy_router import PriceTable, Route
 
     prices = PriceTable.from_dict(
@@ -57,6 +60,7 @@ def bench_routes(base: str, capabilities: dict[str, bool] | None = None) -> list
             api_key=KEY,
             capabilities=capabilities or {"tools": True, "streaming": True},
             prices=prices,
+            **limits,
         )
         for n in "abc"
     ]

@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import litellm
 from _fake import KEY, MESSAGES, bench_routes, fake_in_child
 
-from policy_router import Breaker, Budget, Route, Router
+from policy_router import Breaker, Budget, Order, Route, Router
 
 INSIDE = [0.0]  # process CPU seconds spent inside LiteLLM's functions
 
@@ -59,6 +59,9 @@ def build(base: str) -> dict[str, Callable[[], Awaitable[Any]]]:
     # A cap no benchmark run reaches: every call reserves, settles and is charged.
     budgeted = Router(routes, budget=Budget("1000000"))
     guarded = Router(routes, budget=Budget("1000000"), breaker=Breaker(), deadline=20.0)
+    # Limits no run reaches: every call takes a slot, and settles it to the bill.
+    limited = Router(bench_routes(base, rpm=10**9, tpm=10**12))
+    busy = Router(routes, order=Order.LEAST_BUSY)
     embedder = Router(
         [
             Route(f"openai/e{n}", group="e", api_base=base, api_key=KEY, capabilities={"embedding": True})
@@ -90,6 +93,10 @@ def build(base: str) -> dict[str, Callable[[], Awaitable[Any]]]:
         "+ breaker + deadline": lambda: guarded.acompletion(
             model="g", messages=MESSAGES, max_tokens=64
         ),
+        "+ rate limits (rpm, tpm)": lambda: limited.acompletion(
+            model="g", messages=MESSAGES, max_tokens=64
+        ),
+        "order=LEAST_BUSY": lambda: busy.acompletion(model="g", messages=MESSAGES),
         "litellm.Router.acompletion": lambda: lrouter.acompletion(model="g", messages=MESSAGES),
         "plain litellm.aembedding": lambda: litellm.aembedding(
             model="openai/ea", input=["Say hello."], **plain
