@@ -1,8 +1,8 @@
-"""`policy-router demo|check|explain|prices` (or `python -m policy_router ...`).
+"""`policy-router demo|check|explain|prices|report` (or `python -m policy_router ...`).
 
 `demo` runs the router on an embedded FakeProvider, no keys needed; `check`, `explain` and
 `prices` read a policy file (or a LiteLLM proxy config) and send nothing (unless
-`check --preflight`). Exit codes: 0 ok, 1 problems found, 2 a usage or configuration error
+`check --preflight`); `report` reads an attempt log. Exit codes: 0 ok, 1 problems found, 2 a usage or configuration error
 (said in one line on stderr, never a traceback), 130 interrupted.
 
 Set `LITELLM_LOCAL_MODEL_COST_MAP=True` in the environment (as `make demo` does) so that
@@ -223,8 +223,34 @@ def explain_cmd(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     return 0
 
 
+def report_cmd(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    """Per route over a window: requests, success rate, p50/p95, cost, top reasons."""
+    from .report import read
+
+    report = read(args.log, _since(args.since))
+    out(json.dumps(report.to_dict(), indent=2) if args.json else str(report))
+    return 0
+
+
+def _since(text: str) -> float | None:
+    """`90`, `90s`, `30m`, `24h`, `7d` as seconds; `all` as None."""
+    if text == "all":
+        return None
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    try:
+        seconds = float(number) * units[unit]
+    except ValueError:
+        raise ConfigError(
+            f"--since must be a duration like 90s, 30m, 24h, 7d or all, got {text!r}"
+        ) from None
+    if not seconds > 0:
+        raise ConfigError(f"--since must be more than zero, got {text!r}")
+    return seconds
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: `policy-router demo|check|explain|prices`."""
+    """The command line: `policy-router demo|check|explain|prices|report`."""
     parser = argparse.ArgumentParser(prog="policy-router", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("demo", help="route a few requests on an embedded FakeProvider")
@@ -253,7 +279,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="price tables: the rows in use [CONFIG], show [MODEL], import litellm MODEL..., "
         "diff OLD NEW (`policy-router prices --help`)",
     )
-    for p in (p_check, p_explain):
+    p_report = commands.add_parser(
+        "report", help="per-route requests, success, latency, cost and reasons from a log"
+    )
+    p_report.add_argument("log", help="an attempt log (AttemptLog's SQLite file)")
+    p_report.add_argument(
+        "--since", default="1h", help="the window: 90s, 30m, 24h, 7d, or all (default 1h)"
+    )
+    for p in (p_check, p_explain, p_report):
         p.add_argument("--json", action="store_true", help="machine-readable output")
     argv = list(sys.argv[1:] if argv is None else argv)
     # A warning about the user's file (a literal key) is one line, not a source excerpt.
@@ -267,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command == "demo":
             return demo()
-        handler = {"check": check, "explain": explain_cmd}[args.command]
+        handler = {"check": check, "explain": explain_cmd, "report": report_cmd}[args.command]
         return handler(args, print)
     except PolicyRouterError as error:
         # A user's mistake (a bad file, a group that does not exist): one line, no trace.

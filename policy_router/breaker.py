@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from .errors import ConfigError
 from .journey import Check, Skip
@@ -142,7 +143,9 @@ class HealthBook:
         self.store = store
         self._emit = emit
 
-    def admit(self, route: str, now: float, token: str = "") -> Steps[Skip | None]:
+    def admit(self, route: str, now: float, token: str = "") -> Steps[Skip | Literal[True] | None]:
+        """May the attempt `token` be sent to `route` at `now`? A Skip saying why not; True
+        when it may and holds the route's one half-open probe; None when it simply may."""
         reason: str | None = None
 
         def change(h: Health) -> Health:
@@ -152,7 +155,7 @@ class HealthBook:
 
         h: Health = yield StoreCall("update_health", (route, change), _op(token, "admit"))
         if reason is None:
-            return None
+            return True if h.state == "half_open" else None
         return Skip(
             route,
             Check.BREAKER,

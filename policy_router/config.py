@@ -119,6 +119,7 @@ class BreakerSpec(_Strict):
 
 class ObserversSpec(_Strict):
     attempt_log: str | None = None
+    otel: bool = False
 
 
 class StoreSpec(_Strict):
@@ -332,10 +333,23 @@ def routes_and_policies(
                 )
             except ConfigError as error:
                 raise ConfigError(f"{source}: store: {error}") from None
-    if spec.observers is not None and spec.observers.attempt_log:
-        log = Path(spec.observers.attempt_log)
-        policies["observers"] = [AttemptLog(log if log.is_absolute() else base / log)]
+    if spec.observers is not None:
+        policies["observers"] = _observers(spec.observers, base, source)
     return Loaded(routes, policies, missing)
+
+
+def _observers(spec: ObserversSpec, base: Path, source: str) -> list[Any]:
+    observers: list[Any] = []
+    if spec.attempt_log:
+        log = Path(spec.attempt_log)
+        observers.append(AttemptLog(log if log.is_absolute() else base / log))
+    if spec.otel:
+        try:
+            from .integrations.otel import OTelObserver
+        except ImportError as error:
+            raise ConfigError(f"{source}: observers.otel: {error}") from None
+        observers.append(OTelObserver())  # the application's global tracer and meter
+    return observers
 
 
 def load(config: str | Path | Mapping[str, Any]) -> Loaded:

@@ -49,6 +49,17 @@ def drive(
     `usage` reads what an answer billed (the endpoint's reader); a stream (`final=False`)
     is settled when it ends instead.
     """
+    try:
+        result = _drive(plan, open_, final, usage)
+    except BaseException as exc:
+        plan.ended(exc)
+        raise
+    if final:
+        plan.ended()
+    return result
+
+
+def _drive(plan: Plan, open_: Callable[[Send], T], final: bool, usage: Usage) -> tuple[T, Send]:
     last: BaseException | None = None
     while True:
         send = plan.run(plan.next())
@@ -89,6 +100,19 @@ async def adrive(
     A cancelled task is told to the plan (its reservation charged or released, its probe
     given back) before the cancellation goes on, so nothing stays held.
     """
+    try:
+        result = await _adrive(plan, open_, final, usage)
+    except BaseException as exc:
+        plan.ended(exc)
+        raise
+    if final:
+        plan.ended()
+    return result
+
+
+async def _adrive(
+    plan: Plan, open_: Callable[[Send], Awaitable[T]], final: bool, usage: Usage
+) -> tuple[T, Send]:
     last: BaseException | None = None
     while True:
         send = await step(plan, plan.next(), undo=_given_back(plan))
@@ -194,9 +218,7 @@ def _failed(
     return True
 
 
-def _within(
-    plan: Plan, send: Send, open_: Callable[[Send], T], final: bool, usage: Usage
-) -> T:
+def _within(plan: Plan, send: Send, open_: Callable[[Send], T], final: bool, usage: Usage) -> T:
     """Run one sync attempt on a worker; stop waiting for it at the deadline.
 
     An abandoned call keeps running (a thread cannot be cancelled), and settles its cost
@@ -212,9 +234,7 @@ def _within(
         raise _Abandoned from None
 
 
-def _settle_late(
-    plan: Plan, send: Send, future: Future[Any], final: bool, usage: Usage
-) -> None:
+def _settle_late(plan: Plan, send: Send, future: Future[Any], final: bool, usage: Usage) -> None:
     # The caller has gone: these writes are made in this worker, whatever the deadline.
     error = future.exception()
     if error is not None:

@@ -138,34 +138,9 @@ class AttemptLog:
     def __call__(self, record: object) -> None:
         columns: tuple[str, ...]
         if isinstance(record, Attempt):
-            usage = record.usage
-            table, columns = "attempts", _COLUMNS
-            row: tuple[Any, ...] = (
-                time.time(),
-                record.group,
-                record.route,
-                record.outcome,
-                None if record.ok else record.outcome,
-                record.status,
-                record.elapsed,
-                record.elapsed if record.streamed else None,
-                usage.prompt if usage else None,
-                usage.completion if usage else None,
-                record.cost.micros if record.cost else None,
-                record.cost.currency if record.cost else None,
-                record.journey_id,
-                record.error or None,
-            )
+            table, columns, row = "attempts", _COLUMNS, attempt_row(record, time.time())
         elif isinstance(record, Skip):
-            table, columns = "skips", _SKIP_COLUMNS
-            row = (
-                time.time(),
-                record.group,
-                record.route,
-                record.check.value,
-                record.reason,
-                record.journey_id,
-            )
+            table, columns, row = "skips", _SKIP_COLUMNS, skip_row(record, time.time())
         else:
             return
         import sqlite3
@@ -178,7 +153,7 @@ class AttemptLog:
                 db.execute(
                     f"INSERT INTO {table} ({', '.join(columns)}) "
                     f"VALUES ({', '.join('?' * len(columns))})",
-                    row,
+                    tuple(row[c] for c in columns),
                 )
         except (sqlite3.Error, OSError) as error:
             if not self._warned:
@@ -188,6 +163,39 @@ class AttemptLog:
                     self.path,
                     error,
                 )
+
+
+def attempt_row(record: Attempt, at: float) -> dict[str, Any]:
+    """An attempt as a row of the attempt log's `attempts` table, logged at `at`."""
+    usage, cost = record.usage, record.cost
+    return {
+        "time": at,
+        "group_name": record.group,
+        "route": record.route,
+        "outcome": record.outcome,
+        "fault": None if record.ok else record.outcome,
+        "status": record.status,
+        "latency": record.elapsed,
+        "first_chunk": record.elapsed if record.streamed else None,
+        "tokens_in": usage.prompt if usage else None,
+        "tokens_out": usage.completion if usage else None,
+        "cost_micros": cost.micros if cost else None,
+        "currency": cost.currency if cost else None,
+        "journey_id": record.journey_id,
+        "error": record.error or None,
+    }
+
+
+def skip_row(record: Skip, at: float) -> dict[str, Any]:
+    """A skip as a row of the attempt log's `skips` table, logged at `at`."""
+    return {
+        "time": at,
+        "group_name": record.group,
+        "route": record.route,
+        "check_name": record.check.value,
+        "reason": record.reason,
+        "journey_id": record.journey_id,
+    }
 
 
 def _prepare(db: Any) -> None:

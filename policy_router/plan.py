@@ -18,7 +18,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .bounds import counted_tokens
 from .budget import Ledger, RequestFacts, Reservation
@@ -34,6 +34,7 @@ from .errors import (
     RefusedError,
     StoreUnavailableError,
 )
+from .events import AttemptStarted, RequestEnded, RequestStarted
 from .ids import new_id
 from .journey import Attempt, Check, Journey, Skip, Waited
 from .outcome import Fault, FaultKind
@@ -86,6 +87,8 @@ class Send:
     """Names this attempt to the store: the probe it claims is its own, so is its slot."""
     slot_tokens: int | None = None
     """The tokens its rate slot took, when it took one."""
+    attempt: int = 1
+    """Which send of the request this is (1-based), whatever the route."""
 
     @property
     def route(self) -> Route:
@@ -125,6 +128,9 @@ class Plan:
         by_windows: Callable[[Sequence[Candidate], Mapping[str, Window]], Sequence[Candidate]]
         | None = None,
         wait_for_capacity: bool = False,
+        operation: str = "chat",
+        settings: Mapping[str, Any] | None = None,
+        frame: Callable[[object], None] | None = None,
     ) -> None:
         self.group = group
         self.store: Store = store or (
@@ -144,7 +150,14 @@ class Plan:
         self._started = clock.now()
         self.id = new_id()
         self._sends = 0
+        self._attempts = 0
+        self._ended = False
         self._steps: list[Skip | Attempt | Waited] = []
+        # The records that frame a request (events.py) go to `frame`, when an observer
+        # wants them; the router leaves it None otherwise, which costs nothing per call.
+        self._frame = frame
+        if frame is not None:
+            frame(RequestStarted(self.id, group, operation, needs, settings or {}))
         eligible, skips = sifted if sifted is not None else sift(candidates, needs)
         for skip in skips:
             self._record(skip)
@@ -231,17 +244,19 @@ class Plan:
             name = candidate.name
             self._sends += 1
             token = f"{self.id}.{self._sends}"
+            probe = False
             if self._health is not None:
                 # A retry is checked as of when it will be sent, after its wait.
                 try:
-                    skip = yield from self._health.admit(name, self._clock.now() + wait, token)
+                    claim = yield from self._health.admit(name, self._clock.now() + wait, token)
                 except StoreDeadline:
                     # The claim's outcome is unknown: give back a probe it may have taken.
                     yield from self._health.release(name, token)
                     raise
-                if skip is not None:
-                    self._passed_over(skip)
+                if isinstance(claim, Skip):
+                    self._passed_over(claim)
                     continue
+                probe = claim is True
             slot = None
             if self._rates is not None and self._rates.applies(candidate):
                 slot = self._slot_tokens(candidate)
@@ -281,6 +296,13 @@ class Plan:
                 length = self.deadline.seconds
                 timeout = length if timeout is None else min(timeout, length)
             self._tried_in_round = True
+            self._attempts += 1
+            if self._frame is not None:
+                self._frame(
+                    AttemptStarted(
+                        self.id, self.group, candidate.route, self._attempts, number, probe
+                    )
+                )
             return Send(
                 candidate,
                 self._clock.now() + wait,
@@ -288,8 +310,10 @@ class Plan:
                 wait,
                 timeout,
                 number,
-                token=token,
-                slot_tokens=slot,
+                probe,
+                token,
+                slot,
+                self._attempts,
             )
         return None
 
@@ -587,6 +611,12 @@ class Plan:
             elapsed=max(0.0, self._clock.now() - self._started),
             id=self.id,
         )
+
+    def ended(self, error: BaseException | None = None) -> None:
+        """The caller has the answer (`error` None) or the error: tell observers, once."""
+        if not self._ended and self._frame is not None:
+            self._ended = True
+            self._frame(RequestEnded(self.journey, None if error is None else type(error).__name__))
 
     def error(self, last: BaseException | None) -> BaseException:
         """The exception to raise when the request ends unanswered.

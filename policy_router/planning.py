@@ -27,17 +27,18 @@ from .clock import Clock
 from .deadline import Deadline
 from .endpoints import Endpoint
 from .errors import ConfigError, NoRouteError
-from .journey import Explanation, Routed, Skip
+from .events import request_attributes
+from .journey import Explanation, Skip
 from .limits import RateBook
 from .order import BY_WINDOWS, Arrange, ArrangeByHealth, Order, OrderContext, Ordering, arrange
-from .plan import Plan, Send
+from .plan import Plan
 from .requirements import Requirements
 from .retry import Retry
 from .route import Route
 from .store import Store
 from .validate import check_call
 
-__all__ = ["POLICY_KWARGS", "Planner", "finish"]
+__all__ = ["POLICY_KWARGS", "Planner"]
 
 _ON_DEVICE = Requirements(on_device=True)
 
@@ -62,6 +63,7 @@ class Planner:
         clock: Clock,
         emit: Callable[[object], None],
         wait_for_capacity: bool = False,
+        frame: Callable[[object], None] | None = None,
     ) -> None:
         self.groups: dict[str, tuple[Candidate, ...]] = {}
         self.by_model: dict[str, tuple[Candidate, ...]] = {}
@@ -80,6 +82,7 @@ class Planner:
         self._turns: defaultdict[str, itertools.count[int]] = defaultdict(itertools.count)
         self._lock = threading.Lock()
         self._wait = wait_for_capacity
+        self._frame = frame
         # Groups with a rate-limited route; groups whose ordering reads calls in flight
         # (every route of theirs takes a slot).
         self._limited = {
@@ -123,6 +126,14 @@ class Planner:
         if on_device:
             read = read | _ON_DEVICE
         return read if kwargs.get("needs") is None else read | Requirements.of(kwargs["needs"])
+
+    def serves(self, route: str) -> frozenset[str]:
+        """The named route's capabilities (the endpoints it serves too), by name."""
+        for c in itertools.chain.from_iterable(self.groups.values()):
+            if c.name == route:
+                return frozenset(cap.value for cap in c.capabilities.have)
+        names = [c.name for c in itertools.chain.from_iterable(self.groups.values())]
+        raise KeyError(f"no route named {route!r}; routes: {names}")
 
     def order_of(self, group: str) -> Order | Ordering:
         return self._orders.get(group, self._order)
@@ -208,6 +219,9 @@ class Planner:
             rates=self._books.get(group),
             by_windows=BY_WINDOWS.get(order) if isinstance(order, Order) else None,
             wait_for_capacity=wait,
+            operation=endpoint.name,
+            settings=request_attributes(call_kwargs) if self._frame is not None else None,
+            frame=self._frame,
         )
         return plan, call_kwargs
 
@@ -242,14 +256,3 @@ def _with_messages(endpoint: Endpoint, messages: Any, kwargs: Mapping[str, Any])
             f"messages= belongs to chat; a {endpoint.name} call takes {endpoint.prompt[0]}="
         )
     return dict(kwargs)
-
-
-def finish(response: Any, send: Send, plan: Plan) -> Routed[Any]:
-    """The answer with the journey in its `_hidden_params`, where LiteLLM keeps its own."""
-    journey = plan.journey
-    hidden = getattr(response, "_hidden_params", None)
-    if isinstance(hidden, dict):
-        hidden["policy_router"] = journey
-    elif hidden is not None:  # a text completion's HiddenParams model (extra fields allowed)
-        hidden.policy_router = journey
-    return Routed(response, send.route, journey)

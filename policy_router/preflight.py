@@ -12,12 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import TYPE_CHECKING
 
 from . import transport
 from .budget import Budget
 from .errors import StoreUnavailableError
+from .outcome import Fault, FaultKind
 from .route import Route
-from .store import Store
+from .store import Store, perform
+
+if TYPE_CHECKING:
+    from .breaker import HealthBook
 
 __all__ = ["RETIRING_WITHIN", "Verdict", "preflight_route", "problems", "retiring"]
 
@@ -55,6 +60,26 @@ def preflight_route(route: Route, live: bool, embedding: bool = False) -> Verdic
     if not fault.sent:
         return Verdict("denied" if fault.kind.about == "route" else "unknown", why)
     return Verdict("denied" if fault.kind.about == "route" else "unknown", why, live=True)
+
+
+def embeds_only(serves: frozenset[str]) -> bool:
+    """True for a route that serves embeddings and not chat: its live check embeds a word."""
+    return "embedding" in serves and "chat" not in serves
+
+
+def rest_denied(
+    routes: Sequence[Route],
+    verdicts: Sequence[Verdict],
+    health: HealthBook | None,
+    store: Store,
+    now: float,
+) -> dict[str, Verdict]:
+    """The verdicts by route name; with a breaker, a route a *live* check denied rests."""
+    for route, verdict in zip(routes, verdicts, strict=True):
+        if verdict.state == "denied" and verdict.live and health is not None:
+            fault = Fault(FaultKind.ACCESS, None, route.redact(verdict.why))
+            perform(store, health.failed(route.name, fault, now))
+    return {r.name: v for r, v in zip(routes, verdicts, strict=True)}
 
 
 def problems(

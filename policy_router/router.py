@@ -15,29 +15,29 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
-from . import overview, transport
+from . import calls, overview, transport
 from .breaker import Breaker, HealthBook
 from .budget import Budget, Ledger, Spending
-from .capabilities import Capability
 from .checks import candidate_for
 from .clock import Clock, MonotonicClock
 from .deadline import check_seconds
-from .drive import adrive, drive
 from .endpoints import Endpoint
 from .endpoints import endpoint as endpoint_named
 from .errors import ConfigError
 from .journey import Explanation, Routed
 from .limits import Window
-from .observe import LogObserver, Observer, fan_out
+from .observe import AttemptLog, LogObserver, Observer, fan_out
 from .order import Order, Ordering, choose
-from .plan import Fault, FaultKind, Plan, Send
-from .planning import Planner, finish
+from .plan import Plan
+from .planning import Planner
 from .preflight import Verdict as PreflightVerdict
-from .preflight import preflight_route, problems
+from .preflight import embeds_only, preflight_route, problems, rest_denied
+from .report import History, Report
+from .report import read as read_report
 from .retry import Retry
 from .route import Route, unique_names
-from .store import Health, InMemoryStore, Store, perform
-from .stream import StreamRestart, astream, stream
+from .store import Health, InMemoryStore, Store
+from .stream import StreamRestart
 from .validate import check_policies
 
 __all__ = ["Router"]
@@ -117,7 +117,12 @@ class Router:
             orders, default = {}, choose(order, self._routes)
         self.name = name
         self._notes: tuple[str, ...] = ()
-        self._emit = fan_out([LogObserver(), *(observers or ())])
+        self._observers = tuple(observers or ())
+        # A request's start and end (events.py) go only to the caller's observers that may
+        # want them (not the built-in ones), and when there are none nothing is built.
+        framed = [o for o in self._observers if not isinstance(o, AttemptLog)]
+        self._history = History()
+        self._emit = fan_out([LogObserver(), self._history, *self._observers])
         self._store: Store = (store if store is not None else InMemoryStore()).bind(
             name, self._clock, self._emit
         )
@@ -137,7 +142,12 @@ class Router:
             clock=self._clock,
             emit=self._emit,
             wait_for_capacity=bool(wait_for_capacity),
+            frame=fan_out(framed) if framed else None,
         )
+        for observer in self._observers:
+            attach = getattr(observer, "attach", None)
+            if callable(attach):
+                attach(self)  # an observer that reads the router (OTelObserver's gauges)
 
     @classmethod
     def from_config(cls, config: str | Path | Mapping[str, Any], **overrides: Any) -> Router:
@@ -216,6 +226,16 @@ class Router:
         flight, when the next slot frees (shared through the store)."""
         return dict(self._store.windows([r.name for r in self._routes]))
 
+    def report(self, since: float | None = 3600.0) -> Report:
+        """Per route over the last `since` seconds (None: all): requests, success rate,
+        p50/p95 latency, cost, and the top skip and failure reasons. Read from the router's
+        `AttemptLog` when it has one (every process writing it), else from this process's
+        last 2,000 attempts and skips. Prints as a table; an HTML table in Jupyter."""
+        log = next((o for o in self._observers if isinstance(o, AttemptLog)), None)
+        if log is not None and log.path.exists():
+            return read_report(log.path, since)
+        return self._history.report(since)
+
     def resting(self) -> dict[str, float]:
         """Routes resting now, by name, with the seconds of rest left."""
         now = self._clock.now()
@@ -242,26 +262,19 @@ class Router:
         little. With a breaker, a route the *live* check denied rests for the breaker's
         `settled` time; nothing else rests a route.
         """
-        verdicts = [preflight_route(r, live, self._embeds(r)) for r in self._routes]
-        return self._after_preflight(verdicts)
+        verdicts = [
+            preflight_route(r, live, embeds_only(self.capabilities(r.name))) for r in self._routes
+        ]
+        return rest_denied(self._routes, verdicts, self._health, self._store, self._clock.now())
 
     async def apreflight(self, *, live: bool = False) -> dict[str, PreflightVerdict]:
         """The async twin of `preflight`."""
         checks = (
-            asyncio.to_thread(preflight_route, r, live, self._embeds(r)) for r in self._routes
+            asyncio.to_thread(preflight_route, r, live, embeds_only(self.capabilities(r.name)))
+            for r in self._routes
         )
-        return self._after_preflight(await asyncio.gather(*checks))
-
-    def _embeds(self, route: Route) -> bool:
-        serves = self.capabilities(route.name)
-        return Capability.EMBEDDING in serves and Capability.CHAT not in serves
-
-    def _after_preflight(self, verdicts: Sequence[PreflightVerdict]) -> dict[str, PreflightVerdict]:
-        for route, verdict in zip(self._routes, verdicts, strict=True):
-            if verdict.state == "denied" and verdict.live and self._health is not None:
-                fault = Fault(FaultKind.ACCESS, None, route.redact(verdict.why))
-                perform(self._store, self._health.failed(route.name, fault, self._clock.now()))
-        return {r.name: v for r, v in zip(self._routes, verdicts, strict=True)}
+        verdicts = await asyncio.gather(*checks)
+        return rest_denied(self._routes, verdicts, self._health, self._store, self._clock.now())
 
     def check(self, *, max_age_days: int | None = None, today: date | None = None) -> list[str]:
         """What is wrong with this router's configuration, one sentence per problem.
@@ -280,11 +293,7 @@ class Router:
 
     def capabilities(self, route: str) -> frozenset[str]:
         """What the named route can do, as capability names (the endpoints it serves too)."""
-        for cs in self._planner.groups.values():
-            for c in cs:
-                if c.name == route:
-                    return frozenset(cap.value for cap in c.capabilities.have)
-        raise KeyError(f"no route named {route!r}; routes: {[r.name for r in self._routes]}")
+        return self._planner.serves(route)
 
     # -- calls: each mirrors the LiteLLM function of its name ------------------------------
     def completion(self, model: str | None = None, messages: Any = None, **kwargs: Any) -> Any:
@@ -343,16 +352,7 @@ class Router:
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> Routed[Any]:
         spec, plan, call_kwargs = self._planned(endpoint, model, messages, kwargs)
-        if call_kwargs.get("stream"):
-            return stream(
-                plan, spec, call_kwargs, restart=self._restart, on_restart=self._on_restart
-            )
-        response, send = drive(
-            plan,
-            lambda s: transport.call(spec.function, s.route, call_kwargs, plan.group, s.timeout),
-            usage=spec.usage,
-        )
-        return finish(response, send, plan)
+        return calls.call(plan, spec, call_kwargs, self._restart, self._on_restart)
 
     async def aroute(
         self,
@@ -369,18 +369,7 @@ class Router:
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> Routed[Any]:
         spec, plan, call_kwargs = self._planned(endpoint, model, messages, kwargs)
-        if call_kwargs.get("stream"):
-            return await astream(
-                plan, spec, call_kwargs, restart=self._restart, on_restart=self._on_restart
-            )
-
-        async def open_(send: Send) -> Any:
-            return await transport.acall(
-                spec.afunction, send.route, call_kwargs, plan.group, send.timeout
-            )
-
-        response, send = await adrive(plan, open_, usage=spec.usage)
-        return finish(response, send, plan)
+        return await calls.acall(plan, spec, call_kwargs, self._restart, self._on_restart)
 
     def explain(
         self,

@@ -94,6 +94,7 @@ class _Watch:
             return transport.stream_cut_error(self.send.route, "".join(self.parts))
         self.done = True
         yield from self.plan.finished(self.send, self.usage)
+        self.plan.ended()
         return None
 
     def closed(self) -> Steps[None]:
@@ -101,6 +102,7 @@ class _Watch:
         if not self.done:
             self.done = True
             yield from self.plan.finished(self.send, self.usage)
+            self.plan.ended()
 
     def failed(self, exc: BaseException, restart: bool = False) -> Steps[BaseException | None]:
         """Record a failure after the first chunk. Returns the exception to raise, dressed
@@ -111,6 +113,7 @@ class _Watch:
         fault = transport.classify(exc)
         if fault is None:
             yield from self.plan.finished(self.send, self.usage)
+            self.plan.ended(exc)
             return exc
         if fault.kind is not FaultKind.STREAM_CUT:
             fault = type(fault)(FaultKind.STREAM_CUT, fault.status, fault.message)
@@ -121,6 +124,7 @@ class _Watch:
         journey = self.plan.journey
         exc.journey = journey  # type: ignore[attr-defined]
         exc.add_note(f"policy_router: {journey}")
+        self.plan.ended(exc)
         return exc
 
     def restarted(
@@ -242,9 +246,7 @@ class RoutedStream(_Routed, Iterator[Any]):
 
     def _fail(self, exc: BaseException) -> None:
         watch = self._watch
-        error = watch.plan.run(
-            watch.failed(exc, restart=self._reopen is not None), bounded=False
-        )
+        error = watch.plan.run(watch.failed(exc, restart=self._reopen is not None), bounded=False)
         if error is exc:
             raise error
         if error is not None:
@@ -384,7 +386,15 @@ def stream(
 
     def open_stream(send: Send) -> Opened:
         call_kwargs, strip = _stream_kwargs(kwargs, send, shape)
-        source = transport.call(endpoint.function, send.route, call_kwargs, plan.group, send.timeout)
+        source = transport.call(
+            endpoint.function,
+            send.route,
+            call_kwargs,
+            plan.group,
+            send.timeout,
+            request_id=plan.id,
+            attempt=send.attempt,
+        )
         iterator = iter(source)
         first = next(iterator, None)
         if first is None or shape.hollow(first):
@@ -418,7 +428,13 @@ async def astream(
     async def open_stream(send: Send) -> Opened:
         call_kwargs, strip = _stream_kwargs(kwargs, send, shape)
         source = await transport.acall(
-            endpoint.afunction, send.route, call_kwargs, plan.group, send.timeout
+            endpoint.afunction,
+            send.route,
+            call_kwargs,
+            plan.group,
+            send.timeout,
+            request_id=plan.id,
+            attempt=send.attempt,
         )
         iterator = source.__aiter__()
         first = await anext(iterator, None)

@@ -33,14 +33,14 @@ def test_the_whole_diagram_with_doubling_and_cap() -> None:
     rests = []
     for _ in range(3):
         clock.advance(health.store.health("r").rest)
-        assert health.admit("r", clock.now()) is None  # this request holds the probe
+        assert health.admit("r", clock.now()) is True  # this request holds the probe
         other = health.admit("r", clock.now())
         assert other is not None and other.reason.startswith("half-open: another request")
         health.failed("r", SERVER, clock.now())
         rests.append(health.store.health("r").rest)
     assert rests == [20, 25, 25]
     clock.advance(25)
-    assert health.admit("r", clock.now()) is None
+    assert health.admit("r", clock.now()) is True
     health.succeeded("r")
     assert health.store.health("r") == Health()
     assert events == [
@@ -82,9 +82,9 @@ def test_a_probe_given_back_can_be_claimed_again() -> None:
     """A probe claimed by a request that was not sent (say, the budget refused) is released."""
     health, _ = book(Breaker(failures=1, cooldown=5))
     health.failed("r", SERVER, 0.0)
-    assert health.admit("r", 5.0) is None
+    assert health.admit("r", 5.0) is True
     health.release("r")
-    assert health.admit("r", 5.0) is None
+    assert health.admit("r", 5.0) is True
 
 
 @pytest.mark.parametrize(

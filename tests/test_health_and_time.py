@@ -275,9 +275,13 @@ def test_observers_get_frozen_records_and_the_log_warns_once(fake: FakeProvider)
     finally:
         logger.remove(sink)
     kinds = [type(r).__name__ for r in seen]
-    assert kinds == ["Attempt", "RestOpened", "Attempt", "Attempt", "RestOpened", "Attempt"]
-    assert isinstance(seen[1], RestOpened) and seen[1].first
-    assert isinstance(seen[2], Attempt) and isinstance(seen[0], Attempt | Skip)
+    request = ["RequestStarted", "AttemptStarted", "Attempt", "RestOpened"]
+    request += ["AttemptStarted", "Attempt", "RequestEnded"]
+    assert kinds == request * 2  # each request framed, each attempt announced, then told
+    assert isinstance(seen[3], RestOpened) and seen[3].first
+    assert isinstance(seen[2], Attempt) and isinstance(seen[5], Attempt | Skip)
+    ids = {r.journey_id for r in seen if not isinstance(r, RestOpened)}  # type: ignore[attr-defined]
+    assert len(ids) == 2
     warnings = [line for line in lines if line.startswith("WARNING")]
     assert len(warnings) == 1 and "upstream melted" in warnings[0]
 

@@ -186,16 +186,20 @@ def test_check_warns_before_a_model_retires_and_about_latest_aliases(fake: FakeP
 
 
 def test_a_config_may_price_from_litellms_map_as_it_loads(
-    fake: FakeProvider, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fake: FakeProvider,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """price_tables: {live: litellm} builds the table from LiteLLM's map on load, dated
     today and naming the litellm version; prices and check say so."""
+    monkeypatch.setenv("FAKE_KEY", f"{KEY_PREFIX}x")
     path = tmp_path / "p.yaml"
     path.write_text(
         "price_tables: {live: litellm}\n"
         "budget: {cap: '1.00'}\n"
         "groups:\n  g:\n    routes:\n"
-        f"      - {{model: openai/gpt-4o-mini, api_base: '{fake.base_url}', api_key: '{KEY_PREFIX}x',"
+        f"      - {{model: openai/gpt-4o-mini, api_base: '{fake.base_url}', api_key: os.environ/FAKE_KEY,"
         " prices: live, reach: on_device}\n"
     )
     router = Router.from_config(path)

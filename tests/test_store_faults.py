@@ -314,7 +314,7 @@ def test_every_write_takes_effect_once_whatever_is_lost(
             server.start()
         time.sleep(0.02)  # past the breaker's cooldown and the store's retry_every
         token = f"attempt-{i}"
-        if perform(store, health.admit("openai/a", clock.now(), token)) is not None:
+        if isinstance(perform(store, health.admit("openai/a", clock.now(), token)), Skip):
             continue
         held = perform(store, ledger.admit(candidate, facts))
         if isinstance(held, Skip):

@@ -62,6 +62,12 @@ def build(base: str) -> dict[str, Callable[[], Awaitable[Any]]]:
     # Limits no run reaches: every call takes a slot, and settles it to the bill.
     limited = Router(bench_routes(base, rpm=10**9, tpm=10**12))
     busy = Router(routes, order=Order.LEAST_BUSY)
+    observed = Router(routes, observers=[_otel_observer()])
+    # opentelemetry-api alone, no SDK: what an installed observer costs where nobody
+    # collects (its spans and instruments are the API's no-ops).
+    from policy_router.integrations.otel import OTelObserver
+
+    api_only = Router(routes, observers=[OTelObserver()])
     embedder = Router(
         [
             Route(f"openai/e{n}", group="e", api_base=base, api_key=KEY, capabilities={"embedding": True})
@@ -97,6 +103,12 @@ def build(base: str) -> dict[str, Callable[[], Awaitable[Any]]]:
             model="g", messages=MESSAGES, max_tokens=64
         ),
         "order=LEAST_BUSY": lambda: busy.acompletion(model="g", messages=MESSAGES),
+        "+ OTelObserver (API, no SDK)": lambda: api_only.acompletion(
+            model="g", messages=MESSAGES
+        ),
+        "+ OTelObserver (SDK, no-op export)": lambda: observed.acompletion(
+            model="g", messages=MESSAGES
+        ),
         "litellm.Router.acompletion": lambda: lrouter.acompletion(model="g", messages=MESSAGES),
         "plain litellm.aembedding": lambda: litellm.aembedding(
             model="openai/ea", input=["Say hello."], **plain
@@ -105,6 +117,24 @@ def build(base: str) -> dict[str, Callable[[], Awaitable[Any]]]:
             model="e", input=["Say hello."]
         ),
     }
+
+
+def _otel_observer() -> Any:
+    """OpenTelemetry's SDK recording every span and metric, exporting to nowhere: the cost
+    of the observer itself, batch processor thread included (process CPU counts it)."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from policy_router.integrations.otel import OTelObserver
+
+    class Nowhere(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(Nowhere()))
+    return OTelObserver(tracer_provider=tracer_provider, meter_provider=MeterProvider())
 
 
 async def measure(fn: Callable[[], Awaitable[Any]], calls: int) -> tuple[float, float]:
@@ -136,14 +166,14 @@ async def main(calls: int, rounds: int) -> None:
         f"CPU per call, median of {rounds} rounds x {calls} calls, FakeProvider in a child "
         f"process (litellm {version('litellm')}):"
     )
-    print(f"  {'':<32} {'total':>9} {'vs plain':>9} {'outside LiteLLM':>16}")
+    print(f"  {'':<36} {'total':>9} {'vs plain':>9} {'outside LiteLLM':>16}")
     for name, values in samples.items():
         total = statistics.median(t for t, _ in values)
         outside = statistics.median(t - inside for t, inside in values)
         base_name = "plain litellm.aembedding" if "embedding" in name else "plain litellm.acompletion"
         plain = statistics.median(t for t, _ in samples[base_name])
         print(
-            f"  {name:<32} {total * 1e3:7.3f} ms {total / plain:8.3f}x {outside * 1e6:11.0f} us"
+            f"  {name:<36} {total * 1e3:7.3f} ms {total / plain:8.3f}x {outside * 1e6:11.0f} us"
         )
     spread = [t for t, _ in samples["plain litellm.acompletion"]]
     print(
