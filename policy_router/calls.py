@@ -26,15 +26,7 @@ def call(
         return stream(plan, spec, kwargs, restart=restart, on_restart=on_restart)
 
     def open_(send: Send) -> Any:
-        return transport.call(
-            spec.function,
-            send.route,
-            kwargs,
-            plan.group,
-            send.timeout,
-            request_id=plan.id,
-            attempt=send.attempt,
-        )
+        return transport.send(spec.function, kwargs, plan, send)
 
     response, send = drive(plan, open_, usage=spec.usage)
     return finish(response, send, plan)
@@ -48,15 +40,7 @@ async def acall(
         return await astream(plan, spec, kwargs, restart=restart, on_restart=on_restart)
 
     async def open_(send: Send) -> Any:
-        return await transport.acall(
-            spec.afunction,
-            send.route,
-            kwargs,
-            plan.group,
-            send.timeout,
-            request_id=plan.id,
-            attempt=send.attempt,
-        )
+        return await transport.asend(spec.afunction, kwargs, plan, send)
 
     response, send = await adrive(plan, open_, usage=spec.usage)
     return finish(response, send, plan)

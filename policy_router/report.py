@@ -58,6 +58,9 @@ class RouteReport:
         return self.answered / self.requests if self.requests else None
 
 
+_HEAD = ("route", "requests", "ok", "p50", "p95", "cost", "skipped")
+
+
 @dataclass(frozen=True, slots=True)
 class Report:
     """Every route's `RouteReport` over a window, with the requests it covers.
@@ -105,25 +108,20 @@ class Report:
             f"{share}) over {window}, from {self.source}"
         )
 
+    @staticmethod
+    def _cells(r: RouteReport) -> tuple[str, ...]:
+        """A route's cells under `_HEAD`."""
+        cost = ", ".join(map(str, r.cost)) or "-"
+        rate, p50, p95 = _rate(r.success_rate), _seconds(r.p50), _seconds(r.p95)
+        return (r.route, str(r.requests), rate, p50, p95, cost, str(r.skipped))
+
     def __str__(self) -> str:
         lines = [self._head()]
         if not self.routes:
             return lines[0] + "\n(no attempts or skips in the window)"
-        cells = [
-            (
-                r.route,
-                str(r.requests),
-                _rate(r.success_rate),
-                _seconds(r.p50),
-                _seconds(r.p95),
-                ", ".join(map(str, r.cost)) or "-",
-                str(r.skipped),
-            )
-            for r in self.routes
-        ]
-        head = ("route", "requests", "ok", "p50", "p95", "cost", "skipped")
-        widths = [max(len(row[i]) for row in [head, *cells]) for i in range(len(head))]
-        for row in [head, *cells]:
+        cells = [self._cells(r) for r in self.routes]
+        widths = [max(len(row[i]) for row in [_HEAD, *cells]) for i in range(len(_HEAD))]
+        for row in [_HEAD, *cells]:
             lines.append(
                 "  ".join(
                     cell.ljust(w) if i in (0, 5) else cell.rjust(w)
@@ -144,13 +142,7 @@ class Report:
             + "".join(
                 f"<td>{esc(c)}</td>"
                 for c in (
-                    r.route,
-                    str(r.requests),
-                    _rate(r.success_rate),
-                    _seconds(r.p50),
-                    _seconds(r.p95),
-                    ", ".join(map(str, r.cost)) or "-",
-                    str(r.skipped),
+                    *self._cells(r),
                     "; ".join(f"{t} (x{n})" for t, n in r.top_skips),
                     "; ".join(f"{t} (x{n})" for t, n in r.top_failures),
                 )
@@ -158,20 +150,7 @@ class Report:
             + "</tr>"
             for r in self.routes
         )
-        head = "".join(
-            f"<th>{h}</th>"
-            for h in (
-                "route",
-                "requests",
-                "ok",
-                "p50",
-                "p95",
-                "cost",
-                "skipped",
-                "top skip reasons",
-                "top failures",
-            )
-        )
+        head = "".join(f"<th>{h}</th>" for h in (*_HEAD, "top skip reasons", "top failures"))
         return (
             f"<p>{esc(self._head())}</p><table><thead><tr>{head}</tr></thead>"
             f"<tbody>{rows}</tbody></table>"

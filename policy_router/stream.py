@@ -386,15 +386,7 @@ def stream(
 
     def open_stream(send: Send) -> Opened:
         call_kwargs, strip = _stream_kwargs(kwargs, send, shape)
-        source = transport.call(
-            endpoint.function,
-            send.route,
-            call_kwargs,
-            plan.group,
-            send.timeout,
-            request_id=plan.id,
-            attempt=send.attempt,
-        )
+        source = transport.send(endpoint.function, call_kwargs, plan, send)
         iterator = iter(source)
         first = next(iterator, None)
         if first is None or shape.hollow(first):
@@ -427,15 +419,7 @@ async def astream(
 
     async def open_stream(send: Send) -> Opened:
         call_kwargs, strip = _stream_kwargs(kwargs, send, shape)
-        source = await transport.acall(
-            endpoint.afunction,
-            send.route,
-            call_kwargs,
-            plan.group,
-            send.timeout,
-            request_id=plan.id,
-            attempt=send.attempt,
-        )
+        source = await transport.asend(endpoint.afunction, call_kwargs, plan, send)
         iterator = source.__aiter__()
         first = await anext(iterator, None)
         if first is None or shape.hollow(first):

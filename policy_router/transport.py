@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import litellm
@@ -24,6 +24,9 @@ from .errors import ConfigError, PolicyRouterError
 from .outcome import Fault, FaultKind
 from .prices import Usage
 from .route import Route
+
+if TYPE_CHECKING:
+    from .plan import Plan, Send
 
 __all__ = [
     "acall",
@@ -669,3 +672,30 @@ def _is_connection(exc: BaseException) -> bool:
         cause = cause.__cause__ or cause.__context__
         seen += 1
     return False
+
+
+def send(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> Any:
+    """`plan`'s request sent as `sent` says: to its route, within its timeout, labelled for
+    LiteLLM's callbacks with the plan's group and id and the attempt's number."""
+    return call(
+        function,
+        sent.route,
+        kwargs,
+        plan.group,
+        sent.timeout,
+        request_id=plan.id,
+        attempt=sent.attempt,
+    )
+
+
+async def asend(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> Any:
+    """The async twin of `send`."""
+    return await acall(
+        function,
+        sent.route,
+        kwargs,
+        plan.group,
+        sent.timeout,
+        request_id=plan.id,
+        attempt=sent.attempt,
+    )
