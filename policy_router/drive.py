@@ -37,6 +37,25 @@ class _Abandoned(Exception):
 Usage = Callable[[Any], Any]
 
 
+class _Ending:
+    """Tells the plan its request ended when the driver returns or raises: with the error
+    that escapes, or, for a final answer, with none (a stream is told when it ends)."""
+
+    __slots__ = ("final", "plan")
+
+    def __init__(self, plan: Plan, final: bool) -> None:
+        self.plan, self.final = plan, final
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
+        if error is not None:
+            self.plan.ended(error)
+        elif self.final:
+            self.plan.ended()
+
+
 def drive(
     plan: Plan,
     open_: Callable[[Send], T],
@@ -49,14 +68,8 @@ def drive(
     `usage` reads what an answer billed (the endpoint's reader); a stream (`final=False`)
     is settled when it ends instead.
     """
-    try:
-        result = _drive(plan, open_, final, usage)
-    except BaseException as exc:
-        plan.ended(exc)
-        raise
-    if final:
-        plan.ended()
-    return result
+    with _Ending(plan, final):
+        return _drive(plan, open_, final, usage)
 
 
 def _drive(plan: Plan, open_: Callable[[Send], T], final: bool, usage: Usage) -> tuple[T, Send]:
@@ -100,14 +113,8 @@ async def adrive(
     A cancelled task is told to the plan (its reservation charged or released, its probe
     given back) before the cancellation goes on, so nothing stays held.
     """
-    try:
-        result = await _adrive(plan, open_, final, usage)
-    except BaseException as exc:
-        plan.ended(exc)
-        raise
-    if final:
-        plan.ended()
-    return result
+    with _Ending(plan, final):
+        return await _adrive(plan, open_, final, usage)
 
 
 async def _adrive(

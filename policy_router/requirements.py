@@ -151,18 +151,6 @@ def _scan(messages: Any) -> tuple[bool, bool]:
 _IMAGE_TYPES = frozenset({"image_url", "input_image", "image"})
 
 
-def _has_image(messages: Any) -> bool:
-    for message in messages if isinstance(messages, list | tuple) else ():
-        content = message.get("content") if isinstance(message, Mapping) else None
-        if isinstance(content, list):
-            for part in content:
-                if isinstance(part, Mapping) and (
-                    part.get("type") in ("image_url", "input_image", "image") or "image_url" in part
-                ):
-                    return True
-    return False
-
-
 def _wants_structure(response_format: Any) -> bool:
     if response_format is None:
         return False
