@@ -6,17 +6,23 @@ The integration suites call a live model; here that model is FakeProvider behind
 router, over LiteLLM's real HTTP path, with the `Cooperative` responder: it calls the tool a
 request binds (with arguments made from the tool's schema) and answers a JSON schema with an
 instance of it, so tool calling and structured output run end to end through the router,
-the LiteLLM response and ChatPolicyRouter's translation. The flags left off are the inputs
-FakeProvider cannot take or the suite cannot fetch here (images from the web, PDFs, audio),
-each saying so.
+the LiteLLM response and ChatPolicyRouter's translation. Images, PDFs and audio run with
+samples made here instead of the suite's downloads; the flags left off say why.
 """
 
 from __future__ import annotations
 
+import io
+import struct
+import wave
+import zlib
 from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import vcr
 
 pytest.importorskip("langchain_tests", reason="the dev extra (langchain-tests) is not installed")
 
@@ -35,6 +41,43 @@ from policy_router.testing import Cooperative, FakeProvider
 
 from .conftest import KEY_PREFIX
 
+
+def _png() -> bytes:
+    """A valid 2x2 RGB PNG."""
+    raw = b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _wav() -> bytes:
+    """A tenth of a second of silence, 8 kHz mono."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(8000)
+        w.writeframes(b"\x00\x00" * 800)
+    return out.getvalue()
+
+
+_PDF = (
+    b"%PDF-1.1\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
+    b"2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n"
+    b"3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 72 72]>>endobj\n"
+    b"trailer<</Root 1 0 R>>\n%%EOF\n"
+)
+_SAMPLES = {".png": _png(), ".pdf": _PDF, ".wav": _wav()}
+
 # The standard suites read their settings from class properties, which cannot take
 # fixtures: the provider starts here and stops when the module's tests are done.
 FAKE = FakeProvider(responder=Cooperative()).start()
@@ -50,7 +93,7 @@ def _route(name: str, group: str, capabilities: dict[str, bool]) -> Route:
     )
 
 
-CHAT = {"tools": True, "streaming": True, "structured_output": True}
+CHAT = {"tools": True, "streaming": True, "structured_output": True, "images": True}
 ROUTER = Router(
     [
         _route("smart-a", "smart", CHAT),
@@ -94,29 +137,41 @@ class _Flags:
     def supports_json_mode(self) -> bool:
         return True
 
-    # Off, and why: the image, PDF and audio tests download their samples from the web
-    # (wikimedia.org), which this machine and CI cannot reach; the Anthropic-inputs test
-    # sends Anthropic's own content blocks, which an OpenAI-shaped provider does not take;
-    # the VCR test replays a cassette recorded against a real provider.
+    # Images, PDFs and audio go through as the suite sends them (LangChain's own content
+    # blocks and OpenAI's); the samples it would download from the web are served from
+    # this machine (`_samples_offline`).
     @property
     def supports_image_inputs(self) -> bool:
-        return False
+        return True
 
     @property
     def supports_pdf_inputs(self) -> bool:
-        return False
+        return True
 
     @property
     def supports_audio_inputs(self) -> bool:
-        return False
+        return True
+
+    @property
+    def supports_image_tool_message(self) -> bool:
+        return True
+
+    @property
+    def supports_pdf_tool_message(self) -> bool:
+        return True
 
     @property
     def supports_anthropic_inputs(self) -> bool:
-        return False
+        return True
 
     @property
     def enable_vcr_tests(self) -> bool:
-        return False
+        return True
+
+    # Left to the unit suite's own skips, and why: `init_from_env_params` (ChatPolicyRouter
+    # reads nothing from the environment: credentials live on the router's routes) and
+    # serialisation (it holds a live Router, with its store and health, which no LangChain
+    # serialiser can rebuild).
 
 
 class TestChatPolicyRouterUnit(_Flags, ChatModelUnitTests):
@@ -125,6 +180,44 @@ class TestChatPolicyRouterUnit(_Flags, ChatModelUnitTests):
 
 class TestChatPolicyRouterIntegration(_Flags, ChatModelIntegrationTests):
     """The integration suite, with FakeProvider as the live model."""
+
+    @pytest.fixture(autouse=True)
+    def _samples_offline(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The suite downloads an image, a PDF and a WAV from the web, which this machine
+        and CI cannot reach: the same kinds of file, made here, answer those URLs."""
+        import langchain_tests.integration_tests.chat_models as suite
+
+        def get(url: str, **_: Any) -> SimpleNamespace:
+            for ending, sample in _SAMPLES.items():
+                if url.endswith(ending):
+                    return SimpleNamespace(content=sample)
+            raise AssertionError(f"the suite asked for {url}, which has no local sample")
+
+        monkeypatch.setattr(suite, "httpx", SimpleNamespace(get=get))
+        monkeypatch.setenv("LANGCHAIN_TESTS_USER_AGENT", "policy-router-tests (offline)")
+
+    # The VCR test benchmarks a stream replayed from a cassette. The cassette is recorded
+    # here first, from FakeProvider through the router, into a temporary directory: none is
+    # kept in the repository, and the key is filtered out of it.
+    @pytest.fixture
+    def vcr_config(self) -> dict[str, Any]:
+        return {"record_mode": "none", "filter_headers": _NO_KEYS, "allow_playback_repeats": True}
+
+    @pytest.fixture
+    def vcr_cassette_dir(
+        self, tmp_path: Path, request: pytest.FixtureRequest, default_cassette_name: str
+    ) -> str:
+        if request.node.name == "test_stream_time":
+            recorder = vcr.VCR(record_mode="all", filter_headers=_NO_KEYS)
+            with recorder.use_cassette(str(tmp_path / f"{default_cassette_name}.yaml")):
+                for _ in ChatPolicyRouter(**self.chat_model_params).stream(
+                    "Write a story about a cat."
+                ):
+                    pass
+        return str(tmp_path)
+
+
+_NO_KEYS = [("authorization", "PLACEHOLDER")]
 
 
 class TestPolicyRouterEmbeddingsUnit(EmbeddingsUnitTests):
