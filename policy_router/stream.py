@@ -247,10 +247,7 @@ class RoutedStream(_Routed, Iterator[Any]):
     def _fail(self, exc: BaseException) -> None:
         watch = self._watch
         error = watch.plan.run(watch.failed(exc, restart=self._reopen is not None), bounded=False)
-        if error is exc:
-            raise error
-        if error is not None:
-            raise error from None
+        _raise(error, exc)
         assert self._reopen is not None
         opened, send = self._reopen()
         self._watch = self._watch.restarted(opened, send, self._on_restart)
@@ -313,10 +310,7 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
         error = await step(
             watch.plan, watch.failed(exc, restart=self._reopen is not None), bounded=False
         )
-        if error is exc:
-            raise error
-        if error is not None:
-            raise error from None
+        _raise(error, exc)
         assert self._reopen is not None
         opened, send = await self._reopen()
         self._watch = self._watch.restarted(opened, send, self._on_restart)
@@ -343,6 +337,16 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _raise(error: BaseException | None, exc: BaseException) -> None:
+    """Raise what the plan made of a failure `exc` mid-stream; return (None) to restart.
+    The provider's own exception keeps its traceback; one the plan made in its place
+    stands alone."""
+    if error is exc:
+        raise error
+    if error is not None:
+        raise error from None
 
 
 # Closes scheduled for dropped async streams; held so they are not collected mid-way.
