@@ -72,6 +72,14 @@ def cap(body: Mapping[str, Any], limit: int | None, *names: str) -> int | None:
     return min(caps) if caps else None
 
 
+def stop_at(text: str, tokens: int, finish: str, limit: int | None) -> tuple[str, int, str]:
+    """A reply as written under a cap of `limit` tokens: cut to it, finishing "length",
+    as a model stops at its limit; never under one token."""
+    if limit is not None and tokens > limit:
+        text, tokens, finish = " ".join(text.split()[:limit]), limit, "length"
+    return text, max(tokens, 1), finish
+
+
 def choices(body: Mapping[str, Any]) -> int:
     """How many replies a request bills: `n`, or `best_of` when larger (a completion
     generates `best_of` and shows `n`)."""

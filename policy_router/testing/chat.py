@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .billing import cap, prompt_tokens, words
+from .billing import cap, prompt_tokens, stop_at, words
 from .server import Exchange, split_text
 from .steps import Reply
 
@@ -46,9 +46,7 @@ class ChatExchange(Exchange):
         else:
             tokens = words(text)
             finish = reply.finish_reason or "stop"
-        if limit is not None and tokens > limit:
-            text, tokens, finish = " ".join(text.split()[:limit]), limit, "length"
-        return text, max(tokens, 1), finish
+        return stop_at(text, tokens, finish, limit)
 
     def usage(self, reply: Reply) -> dict[str, int]:
         if reply.usage is not None:

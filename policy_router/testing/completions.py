@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .billing import cap, words
+from .billing import cap, stop_at, words
 from .server import Exchange, split_text
 from .steps import Reply
 
@@ -26,10 +26,7 @@ class CompletionExchange(Exchange):
 
     def _written(self, reply: Reply) -> tuple[str, int, str]:
         limit = cap(self.body, self.limits.max_output, "max_tokens")
-        text, tokens, finish = reply.text, words(reply.text), reply.finish_reason or "stop"
-        if limit is not None and tokens > limit:
-            text, tokens, finish = " ".join(text.split()[:limit]), limit, "length"
-        return text, max(tokens, 1), finish
+        return stop_at(reply.text, words(reply.text), reply.finish_reason or "stop", limit)
 
     def usage(self, reply: Reply) -> dict[str, int]:
         if reply.usage is not None:
