@@ -171,8 +171,13 @@ def prompt_bound(
         value = kwargs.get(name)
         items = value if isinstance(value, list | tuple) else ([] if value is None else [value])
         for item in items:
-            content = item.get("content") if isinstance(item, Mapping) else item
-            if isinstance(content, str) and len(item) == 2 and isinstance(item.get("role"), str):
+            if not isinstance(item, Mapping):
+                content = item  # a text of `input` or `prompt`, or a list of token ids
+            elif (
+                isinstance(content := item.get("content"), str)
+                and len(item) == 2
+                and isinstance(item.get("role"), str)
+            ):
                 # The common message, {"role": ..., "content": "text"}, counted directly.
                 bound += len(content.encode("utf-8", "surrogatepass")) + len(item["role"]) + 11
                 bound += PER_MESSAGE_TOKENS

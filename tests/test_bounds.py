@@ -25,9 +25,7 @@ PRICES = PriceTable.from_dict(
         "currency": "USD",
         "as_of": "2026-11-01",
         "source": "test: input dear, output dearer, so every part of a bill matters",
-        "models": {
-            f"openai/{m}": {"input": "20", "output": "200"} for m in ("limited", "open")
-        },
+        "models": {f"openai/{m}": {"input": "20", "output": "200"} for m in ("limited", "open")},
     }
 )
 LONG = Reply(" ".join(f"w{i}" for i in range(300)))  # longer than any cap below
@@ -262,7 +260,9 @@ def test_a_strict_budget_refuses_an_unbounded_call_before_sending(fake: FakeProv
     assert fake.requests() == 1
 
 
-def test_a_known_model_is_bounded_by_its_output_limit_without_max_tokens(fake: FakeProvider) -> None:
+def test_a_known_model_is_bounded_by_its_output_limit_without_max_tokens(
+    fake: FakeProvider,
+) -> None:
     """LiteLLM's max_output_tokens bounds a call that sets no max_tokens (16,384 for
     gpt-4o-mini): the reservation says so, and the call counts as bounded."""
     prices = PriceTable.from_dict(
@@ -289,3 +289,48 @@ def test_a_known_model_is_bounded_by_its_output_limit_without_max_tokens(fake: F
     with pytest.raises(OverBudgetError, match=r"worst case \$0\.016384"):
         router.completion(model="g", messages=[{"role": "user", "content": "hi"}])
     assert fake.requests() == 0
+
+
+_TEXT = st.text(max_size=12)
+_PROMPTS = st.one_of(
+    _TEXT,
+    st.lists(_TEXT, max_size=4),
+    st.lists(st.integers(0, 50_000), max_size=6),  # token ids, as `prompt`/`input` allow
+    st.lists(
+        st.fixed_dictionaries({"role": st.sampled_from(["user", "system"]), "content": _TEXT}),
+        max_size=3,
+    ),
+)
+
+
+@given(name=st.sampled_from(["messages", "input", "prompt", "instructions"]), value=_PROMPTS)
+def test_every_prompt_shape_of_every_endpoint_has_a_bound_that_counts_its_text(
+    name: str, value: Any
+) -> None:
+    """Texts of any length (two characters included, which once looked like a message),
+    lists of texts, token ids and messages, under each endpoint's prompt argument: a
+    bound, never below the UTF-8 bytes of the text it carries."""
+    bound = prompt_bound({name: value}, texts=(name,))
+    items = value if isinstance(value, list) else [value]
+    texts = [i["content"] if isinstance(i, dict) else i for i in items if not isinstance(i, int)]
+    assert bound is not None
+    assert bound >= sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+
+
+def test_a_budgeted_embedding_of_a_two_letter_word_is_bounded_and_sent(
+    fake: FakeProvider,
+) -> None:
+    router = Router(
+        [
+            Route(
+                "openai/e",
+                api_base=fake.base_url,
+                api_key=f"{KEY_PREFIX}e",
+                group="g",
+                capabilities={"embedding": True},
+            )
+        ],
+        budget=Budget("1", unpriced="allow"),
+    )
+    routed = router.route(model="g", endpoint="embedding", input=["Hi"])
+    assert routed.attempts == 1 == fake.requests("e") and router.spending().reserved.micros == 0
