@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
+import yaml
 
 pytest.importorskip("langchain_core", reason="the langchain extra is not installed")
 
@@ -148,3 +150,48 @@ def test_embeddings_route_through_the_router(fake: FakeProvider) -> None:
     assert embeddings.embed_query("beta") == vectors[1]
     assert asyncio.run(embeddings.aembed_documents(["alpha"])) == [vectors[0]]
     assert fake.requests("e") == 4  # two batches, one query, one async batch
+
+
+def test_models_built_from_one_config_file_share_its_router(
+    fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """config= (or $POLICY_ROUTER_CONFIG) builds the router once per file: a chat model and
+    an embeddings model from one file spend from one budget."""
+    from policy_router.integrations.langchain import PolicyRouterEmbeddings
+
+    monkeypatch.setenv("FAKE_KEY", "sk-fake-a")
+    route = {"api_base": fake.base_url, "api_key": "os.environ/FAKE_KEY"}
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "budget": {"cap": "1.00", "unpriced": "allow"},
+                "groups": {
+                    "smart": {
+                        "routes": [{"model": "openai/a", **route, "capabilities": {"tools": True}}]
+                    },
+                    "embed": {
+                        "routes": [
+                            {"model": "openai/e", **route, "capabilities": {"embedding": True}}
+                        ]
+                    },
+                },
+            }
+        )
+    )
+    chat_model = ChatPolicyRouter(config=str(path), model="smart")
+    monkeypatch.setenv("POLICY_ROUTER_CONFIG", str(path))
+    embeddings = PolicyRouterEmbeddings(model="embed")
+    assert embeddings.router is chat_model.router and embeddings.config == str(path)
+    chat_model.invoke("Hi")
+    embeddings.embed_query("Hi")
+    assert chat_model.router.spending().calls == 2
+    assert fake.requests("a") == 1 and fake.requests("e") == 1
+
+
+def test_a_model_without_a_router_or_a_config_says_how_to_give_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("POLICY_ROUTER_CONFIG", raising=False)
+    with pytest.raises(ValueError, match=r"router=Router\(\.\.\.\), config=.*POLICY_ROUTER_CONFIG"):
+        ChatPolicyRouter(model="smart")

@@ -13,7 +13,9 @@ samples made here instead of the suite's downloads; the flags left off say why.
 from __future__ import annotations
 
 import io
+import os
 import struct
+import tempfile
 import wave
 import zlib
 from collections.abc import Iterator
@@ -23,6 +25,7 @@ from typing import Any
 
 import pytest
 import vcr
+import yaml
 
 pytest.importorskip("langchain_tests", reason="the dev extra (langchain-tests) is not installed")
 
@@ -104,10 +107,22 @@ ROUTER = Router(
 )
 
 
+# The same routes as a policy file, for construction from the environment
+# ($POLICY_ROUTER_CONFIG), as other chat models read their key from it.
+_CONFIG_DIR = tempfile.TemporaryDirectory(prefix="policy-router-langchain-")
+CONFIG = os.path.join(_CONFIG_DIR.name, "policy.yaml")
+with open(CONFIG, "w") as _file:
+    yaml.safe_dump(
+        {"groups": {"smart": {"routes": [{"model": "openai/smart-a", "api_base": FAKE.base_url}]}}},
+        _file,
+    )
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _provider() -> Iterator[None]:
     yield
     FAKE.stop()
+    _CONFIG_DIR.cleanup()
 
 
 class _Flags:
@@ -168,10 +183,12 @@ class _Flags:
     def enable_vcr_tests(self) -> bool:
         return True
 
-    # Left to the unit suite's own skips, and why: `init_from_env_params` (ChatPolicyRouter
-    # reads nothing from the environment: credentials live on the router's routes) and
-    # serialisation (it holds a live Router, with its store and health, which no LangChain
-    # serialiser can rebuild).
+    @property
+    def init_from_env_params(self) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
+        return {"POLICY_ROUTER_CONFIG": CONFIG}, {"model": "smart"}, {"config": CONFIG}
+
+    # Left to the unit suite's own skip, and why: serialisation (the model holds a live
+    # Router, with its store and health, which no LangChain serialiser can rebuild).
 
 
 class TestChatPolicyRouterUnit(_Flags, ChatModelUnitTests):

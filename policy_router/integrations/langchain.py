@@ -17,6 +17,8 @@ token usage in `usage_metadata` (streams included). Needs the `langchain` extra
 from __future__ import annotations
 
 import json
+import os
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
@@ -40,12 +42,41 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..errors import ConfigError
 from ..retry import Retry
 from ..router import Router
 
 __all__ = ["ChatPolicyRouter", "PolicyRouterEmbeddings"]
+
+CONFIG_ENV = "POLICY_ROUTER_CONFIG"
+"""The environment variable a model built without `router=` or `config=` reads: the path
+of a policy file or LiteLLM proxy config."""
+
+# Routers built from a config file, by its resolved path: every model built from one file
+# in this process shares one router, so one budget, one breaker, one set of windows.
+_FROM_FILE: dict[str, Router] = {}
+_FROM_FILE_LOCK = threading.Lock()
+
+
+def _with_router(data: Any) -> Any:
+    """Fill in `router` from `config` (or `$POLICY_ROUTER_CONFIG`) when it is not given."""
+    if not isinstance(data, dict) or data.get("router") is not None:
+        return data
+    path = data.get("config") or os.environ.get(CONFIG_ENV)
+    if not path:
+        raise ConfigError(
+            f"give router=Router(...), config='policy.yaml', or set {CONFIG_ENV} to a "
+            "policy file or a LiteLLM proxy config"
+        )
+    key = os.path.realpath(path)
+    with _FROM_FILE_LOCK:
+        router = _FROM_FILE.get(key)
+        if router is None:
+            router = _FROM_FILE[key] = Router.from_config(path)
+    return {**data, "router": router, "config": str(path)}
+
 
 # The usual chat-model settings, sent to LiteLLM when set.
 _SETTINGS = ("temperature", "max_tokens", "stop", "timeout", "top_p", "seed", "n")
@@ -62,11 +93,16 @@ class ChatPolicyRouter(BaseChatModel):
     per attempt). `call_kwargs` holds any other LiteLLM keyword argument, and the router's
     own (`on_device`, `needs`, `deadline`). With `stream_usage` (the default) a stream
     asks for usage and its last chunk carries `usage_metadata`.
+
+    Without `router=`, the router is built from `config=` (a policy file or a LiteLLM
+    proxy config), else from the file `$POLICY_ROUTER_CONFIG` names: once per file per
+    process, so models built from one file share its budget and breaker.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     router: Router
+    config: str | None = None
     model: str | None = None
     temperature: float | None = None
     max_tokens: int | None = None
@@ -78,6 +114,8 @@ class ChatPolicyRouter(BaseChatModel):
     max_retries: int | None = None
     stream_usage: bool = True
     call_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    _router_from_config = model_validator(mode="before")(_with_router)
 
     @property
     def _llm_type(self) -> str:
@@ -194,14 +232,19 @@ class PolicyRouterEmbeddings(BaseModel, Embeddings):
     `model` names the group of embedding routes; `call_kwargs` holds other LiteLLM
     keyword arguments (`dimensions`, ...) and the router's own (`on_device`, `deadline`).
     `chunk_size` texts go in one request. The router's policies apply to every request.
+    Without `router=`, the router comes from `config=` or `$POLICY_ROUTER_CONFIG`, as for
+    `ChatPolicyRouter` (the same router for the same file).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     router: Router
+    config: str | None = None
     model: str | None = None
     chunk_size: int = 256
     call_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    _router_from_config = model_validator(mode="before")(_with_router)
 
     def _batches(self, texts: list[str]) -> list[list[str]]:
         size = max(self.chunk_size, 1)
