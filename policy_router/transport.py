@@ -14,7 +14,8 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 import litellm
@@ -187,6 +188,20 @@ def usage_of(response: Any) -> Usage | None:
     )
 
 
+@lru_cache(maxsize=1)
+def bundled_cost_map() -> Mapping[str, Any]:
+    """LiteLLM's price map as the installed litellm package ships it: the rates
+    `litellm_version()` names, whether or not LiteLLM fetched a newer map when it was
+    imported (it does unless `LITELLM_LOCAL_MODEL_COST_MAP=True`). Read once."""
+    from importlib.resources import files
+
+    try:
+        shipped = files("litellm").joinpath("model_prices_and_context_window_backup.json")
+        return cast(Mapping[str, Any], json.loads(shipped.read_bytes()))
+    except (OSError, ValueError):  # pragma: no cover - a litellm that ships no backup map
+        return litellm.model_cost
+
+
 def cost_map_entry(model: str, provider: str | None = None) -> tuple[str, dict[str, Any]]:
     """LiteLLM's cost-map entry for `model`, as `(row key, entry)`: the row key is the
     LiteLLM model string to price (`gemini/gemini-2.5-pro`), the entry its per-token floats.
@@ -194,15 +209,16 @@ def cost_map_entry(model: str, provider: str | None = None) -> tuple[str, dict[s
     The provider is checked: `gemini-2.5-pro` with provider "gemini" is Google AI Studio's
     row (`gemini/gemini-2.5-pro`), not the bare key's, which is Vertex's. A bare name with
     no provider takes the map's own and says so in the row key. A model the map does not
-    know raises `ConfigError` naming close matches.
+    know raises `ConfigError` naming close matches. Read from `bundled_cost_map()`.
     """
+    cost_map = bundled_cost_map()
     if "/" in model and provider is None:
         provider, name = model.split("/", 1)
     else:
         name = model
     keys = [f"{provider}/{name}", name] if provider else [name]
     for key in keys:
-        entry = litellm.model_cost.get(key)
+        entry = cost_map.get(key)
         if not isinstance(entry, dict) or entry.get("input_cost_per_token") is None:
             continue
         listed = str(entry.get("litellm_provider") or "")
@@ -213,7 +229,7 @@ def cost_map_entry(model: str, provider: str | None = None) -> tuple[str, dict[s
 
     pool = [
         f"{provider}/{k.split('/', 1)[-1]}" if provider else k
-        for k, v in litellm.model_cost.items()
+        for k, v in cost_map.items()
         if isinstance(v, dict)
         and (provider is None or str(v.get("litellm_provider") or "").startswith(provider))
     ]
@@ -233,7 +249,8 @@ def cost_map_rows(models: list[str]) -> dict[str, dict[str, Any]]:
 def deprecation_date(route: Route) -> str | None:
     """The date LiteLLM's map gives for the model's deprecation, if any (ISO text).
 
-    Read from the map itself: `litellm.get_model_info` leaves the field out (1.110.2).
+    Read from the shipped map itself: `litellm.get_model_info` leaves the field out
+    (1.110.2).
     """
     try:
         _, entry = cost_map_entry(route.model)

@@ -33,6 +33,25 @@ def test_the_shipped_table_names_the_litellm_it_came_from() -> None:
     assert table.source == f"litellm {transport.litellm_version()} model_cost map"
 
 
+def test_rates_come_from_the_map_the_named_litellm_ships_not_a_fetched_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without LITELLM_LOCAL_MODEL_COST_MAP, LiteLLM replaces its map at import with one it
+    downloads: an import labelled "litellm 1.110.2" must still carry 1.110.2's rates, and
+    the shipped table must still agree with them."""
+    import litellm
+
+    fetched = {k: dict(v) if isinstance(v, dict) else v for k, v in litellm.model_cost.items()}
+    fetched["gpt-4o-mini"]["input_cost_per_token"] = 9e-06  # a newer map, moved on
+    monkeypatch.setattr(litellm, "model_cost", fetched)
+    out = tmp_path / "prices.toml"
+    args = ["prices", "import", "litellm", "openai/gpt-4o-mini", "--as-of", "2026-11-30"]
+    assert main([*args, "--out", str(out)]) == 0
+    row = PriceTable.load(out).rows["openai/gpt-4o-mini"]
+    assert row == PriceTable.default().rows["openai/gpt-4o-mini"]
+    assert 'input = "0.15"' in out.read_text()
+
+
 def test_import_writes_a_dated_reviewable_table_that_loads_back(tmp_path: Path) -> None:
     """Exact decimals, every rate, the threshold before the rates it opens; the file loads
     back to the same rows."""
