@@ -5,11 +5,11 @@ The public names are re-exported here; everything else is private to the package
 
 from loguru import logger as _logger
 
-from .breaker import Breaker, RestClosed, RestOpened
-from .budget import Budget, Spending
-from .capabilities import Capabilities, Capability
-from .clock import Clock, ManualClock, MonotonicClock
-from .errors import (
+from .core.journey import Attempt, Check, Explanation, Journey, Routed, Skip, Verdict, Waited
+from .drive.preflight import Verdict as PreflightVerdict
+from .drive.stream import AsyncRoutedStream, RoutedStream, StreamRestart
+from .ground.clock import Clock, ManualClock, MonotonicClock
+from .ground.errors import (
     AllRestingError,
     ConfigError,
     DeadlineExceededError,
@@ -20,19 +20,19 @@ from .errors import (
     RefusedError,
     StoreUnavailableError,
 )
-from .journey import Attempt, Check, Explanation, Journey, Routed, Skip, Verdict, Waited
-from .limits import Window
-from .observe import AttemptLog, LogObserver, read_attempts, read_skips
-from .order import Fastest, Order, OrderContext, Ordering
-from .preflight import Verdict as PreflightVerdict
-from .prices import Money, Price, PriceTable, Usage
-from .redis_store import RedisStore
-from .requirements import Requirements
-from .retry import Retry
-from .route import Reach, Route
+from .ground.route import Reach, Route
+from .observe.observers import AttemptLog, LogObserver, read_attempts, read_skips
+from .policies.breaker import Breaker, RestClosed, RestOpened
+from .policies.budget import Budget, Spending
+from .policies.capabilities import Capabilities, Capability
+from .policies.limits import Window
+from .policies.order import Fastest, Order, OrderContext, Ordering
+from .policies.prices import Money, Price, PriceTable, Usage
+from .policies.requirements import Requirements
+from .policies.retry import Retry
 from .router import Router
-from .store import Health, InMemoryStore, Store, StoreBack, StoreLost
-from .stream import AsyncRoutedStream, RoutedStream, StreamRestart
+from .state.redis.store import RedisStore
+from .state.store import Health, InMemoryStore, Store, StoreBack, StoreLost
 
 # Quiet by default: LiteLLM users already have plenty of output.
 # `from loguru import logger; logger.enable("policy_router")` turns the lines on.

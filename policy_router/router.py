@@ -15,30 +15,31 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
-from . import calls, overview, transport
-from .breaker import Breaker, HealthBook
-from .budget import Budget, Ledger, Spending
-from .checks import candidate_for
-from .clock import Clock, MonotonicClock
-from .deadline import check_seconds
+from .core.checks import candidate_for
+from .core.journey import Explanation, Routed
+from .core.plan import Plan
+from .core.validate import check_policies
+from .drive import calls, transport
+from .drive.planning import Planner
+from .drive.preflight import Verdict as PreflightVerdict
+from .drive.preflight import embeds_only, preflight_route, problems, rest_denied
+from .drive.stream import StreamRestart
 from .endpoints import Endpoint
 from .endpoints import endpoint as endpoint_named
-from .errors import ConfigError
-from .journey import Explanation, Routed
-from .limits import Window
-from .observe import AttemptLog, LogObserver, Observer, fan_out
-from .order import Order, Ordering, choose
-from .plan import Plan
-from .planning import Planner
-from .preflight import Verdict as PreflightVerdict
-from .preflight import embeds_only, preflight_route, problems, rest_denied
-from .report import History, Report
-from .report import read as read_report
-from .retry import Retry
-from .route import Route, unique_names
-from .store import Health, InMemoryStore, Store
-from .stream import StreamRestart
-from .validate import check_policies
+from .ground.clock import Clock, MonotonicClock
+from .ground.deadline import check_seconds
+from .ground.errors import ConfigError
+from .ground.route import Route, unique_names
+from .observe import overview
+from .observe.observers import AttemptLog, LogObserver, Observer, fan_out
+from .observe.report import History, Report
+from .observe.report import read as read_report
+from .policies.breaker import Breaker, HealthBook
+from .policies.budget import Budget, Ledger, Spending
+from .policies.limits import Window
+from .policies.order import Order, Ordering, choose
+from .policies.retry import Retry
+from .state.store import Health, InMemoryStore, Store
 
 __all__ = ["Router"]
 
@@ -158,7 +159,7 @@ class Router:
         whose variable is not set is an error here; `policy-router check` lists them all.
         Keyword arguments (`clock=`, `observers=`, ...) are passed to the constructor.
         """
-        from .config import load  # pydantic models, built only when a file is read
+        from .config.policy_file import load  # pydantic models, built only when a file is read
 
         return cls._loaded(load(config), overrides)
 
@@ -174,7 +175,7 @@ class Router:
         its place (see `litellm_config.py`). An `os.environ/NAME` that is not set raises,
         naming NAME. Policies (`order=`, `budget=`, `breaker=`, ...) are keyword arguments.
         """
-        from .litellm_config import model_list_routes
+        from .config.litellm import model_list_routes
 
         return cls._loaded(model_list_routes(model_list), policies)
 

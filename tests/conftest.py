@@ -15,7 +15,7 @@ import pytest
 from loguru import logger
 
 from policy_router import Check, LogObserver, Route, Skip
-from policy_router.store import perform
+from policy_router.state.store import perform
 from policy_router.testing import FakeProvider
 
 from ._redis import BINARY, WHY_MISSING, RedisServer

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, create_model
 
 from policy_router import Budget, InMemoryStore, Money, OverBudgetError, PriceTable, Route, Router
-from policy_router.bounds import RequestFacts, prompt_bound, reply_bound
+from policy_router.policies.bounds import RequestFacts, prompt_bound, reply_bound
 from policy_router.testing import Cut, FakeProvider, Reply
 
 from .conftest import KEY_PREFIX

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from policy_router import Breaker, ConfigError, Health, InMemoryStore, ManualClock
-from policy_router.breaker import HealthBook, RestClosed, RestOpened
-from policy_router.plan import Fault, FaultKind
+from policy_router.core.plan import Fault, FaultKind
+from policy_router.policies.breaker import HealthBook, RestClosed, RestOpened
 
 from .conftest import Stepped
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from policy_router import Breaker, Budget, ConfigError, Order, Router
-from policy_router.__main__ import main
+from policy_router.cli.main import main
 from policy_router.testing import Fail, FakeProvider
 
 from .conftest import MESSAGES

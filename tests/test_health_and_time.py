@@ -23,9 +23,9 @@ from policy_router import (
     Retry,
     Router,
 )
-from policy_router.breaker import RestOpened
-from policy_router.journey import Attempt, Skip
-from policy_router.plan import Candidate
+from policy_router.core.journey import Attempt, Skip
+from policy_router.core.plan import Candidate
+from policy_router.policies.breaker import RestOpened
 from policy_router.testing import Cut, Fail, FakeProvider, Hang, Reply, Trickle
 
 from .conftest import MESSAGES, fake_route

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from policy_router import Budget, ConfigError, Money, Router
-from policy_router.__main__ import main
+from policy_router.cli.main import main
 from policy_router.testing import Fail, FakeProvider, Reply
 
 from .conftest import KEY_PREFIX, MESSAGES
@@ -214,7 +214,7 @@ def test_ctrl_c_ends_the_cli_with_130_and_no_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An interrupt is said in one word, exit code 130."""
-    import policy_router.cli_prices as cli_module
+    import policy_router.cli.prices as cli_module
 
     def interrupted(*_: Any) -> int:
         raise KeyboardInterrupt

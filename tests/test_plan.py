@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from policy_router import Check, ManualClock, NoRouteError, RefusedError, Requirements, Route
-from policy_router.capabilities import Capability, resolve
-from policy_router.journey import Attempt, Skip
-from policy_router.plan import Candidate, Fault, FaultKind, Plan
+from policy_router.core.journey import Attempt, Skip
+from policy_router.core.plan import Candidate, Fault, FaultKind, Plan
+from policy_router.policies.capabilities import Capability, resolve
 
 from .conftest import Stepped
 

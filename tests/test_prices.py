@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy_router import ConfigError, Money, Price, PriceTable, Usage, transport
+from policy_router import ConfigError, Money, Price, PriceTable, Usage
+from policy_router.drive import transport
 
 TABLE = {
     "currency": "USD",

@@ -17,13 +17,13 @@ from policy_router import (
     Requirements,
     Route,
 )
-from policy_router.bounds import RequestFacts
-from policy_router.breaker import HealthBook
-from policy_router.budget import Ledger
-from policy_router.capabilities import Capability, resolve
-from policy_router.plan import Candidate, Fault, FaultKind, Plan
-from policy_router.prices import Usage
-from policy_router.retry import Retry
+from policy_router.core.plan import Candidate, Fault, FaultKind, Plan
+from policy_router.policies.bounds import RequestFacts
+from policy_router.policies.breaker import HealthBook
+from policy_router.policies.budget import Ledger
+from policy_router.policies.capabilities import Capability, resolve
+from policy_router.policies.prices import Usage
+from policy_router.policies.retry import Retry
 
 from .conftest import Stepped
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from policy_router import AttemptLog, Breaker, Budget, PriceTable, Router
-from policy_router.__main__ import main
-from policy_router.report import build
+from policy_router.cli.main import main
+from policy_router.observe.report import build
 from policy_router.testing import Fail, FakeProvider, Hang, Reply
 
 from .conftest import MESSAGES, fake_route

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from policy_router import Capability, ConfigError, Requirements
-from policy_router.capabilities import resolve
+from policy_router.policies.capabilities import resolve
 
 TEXT = [{"role": "user", "content": "hi"}]
 

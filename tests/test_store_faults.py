@@ -29,13 +29,13 @@ from policy_router import (
     Skip,
     StoreUnavailableError,
 )
-from policy_router.bounds import RequestFacts
-from policy_router.breaker import HealthBook
-from policy_router.budget import Ledger
-from policy_router.capabilities import resolve
-from policy_router.plan import Candidate, Fault, FaultKind
-from policy_router.prices import Usage
-from policy_router.store import perform
+from policy_router.core.plan import Candidate, Fault, FaultKind
+from policy_router.policies.bounds import RequestFacts
+from policy_router.policies.breaker import HealthBook
+from policy_router.policies.budget import Ledger
+from policy_router.policies.capabilities import resolve
+from policy_router.policies.prices import Usage
+from policy_router.state.store import perform
 from policy_router.testing import FakeProvider, Reply
 
 from ._proxy import FaultProxy

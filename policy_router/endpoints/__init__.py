@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..prices import Usage
-from ..requirements import Requirements
+from ..policies.prices import Usage
+from ..policies.requirements import Requirements
 
 __all__ = ["ENDPOINTS", "Endpoint", "Piece", "StreamShape", "endpoint"]
 
@@ -78,7 +78,7 @@ def endpoint(name: str) -> Endpoint:
     """The endpoint called `name`, or a ConfigError listing them."""
     found = ENDPOINTS.get(name)
     if found is None:
-        from ..errors import ConfigError
+        from ..ground.errors import ConfigError
 
         raise ConfigError(
             f"endpoint={name!r} is not an endpoint; use one of: {', '.join(ENDPOINTS)}"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import transport
-from ..requirements import Requirements
-from ..validate import check_messages
+from ..core.validate import check_messages
+from ..drive import transport
+from ..policies.requirements import Requirements
 from . import Endpoint, Piece, StreamShape
 
 __all__ = ["CHAT", "read_chunk"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import transport
-from ..errors import ConfigError
-from ..requirements import Requirements
-from ..validate import check_texts
+from ..core.validate import check_texts
+from ..drive import transport
+from ..ground.errors import ConfigError
+from ..policies.requirements import Requirements
 from . import Endpoint
 
 __all__ = ["EMBEDDING"]

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigError
-from ..prices import Usage
-from ..requirements import Requirements
-from ..validate import check_texts
+from ..core.validate import check_texts
+from ..ground.errors import ConfigError
+from ..policies.prices import Usage
+from ..policies.requirements import Requirements
 from . import Endpoint, Piece, StreamShape
 
 __all__ = ["RESPONSES"]

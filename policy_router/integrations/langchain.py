@@ -44,8 +44,8 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..errors import ConfigError
-from ..retry import Retry
+from ..ground.errors import ConfigError
+from ..policies.retry import Retry
 from ..router import Router
 
 __all__ = ["ChatPolicyRouter", "PolicyRouterEmbeddings"]

@@ -23,12 +23,12 @@ from policy_router import (
     Requirements,
     Route,
 )
-from policy_router.bounds import RequestFacts
-from policy_router.breaker import HealthBook
-from policy_router.budget import Ledger
-from policy_router.capabilities import Capability, resolve
-from policy_router.order import cheapest
-from policy_router.plan import Candidate, Fault, FaultKind, Plan, sift
+from policy_router.core.plan import Candidate, Fault, FaultKind, Plan, sift
+from policy_router.policies.bounds import RequestFacts
+from policy_router.policies.breaker import HealthBook
+from policy_router.policies.budget import Ledger
+from policy_router.policies.capabilities import Capability, resolve
+from policy_router.policies.order import cheapest
 
 
 def candidates(n: int, prices: PriceTable) -> list[Candidate]:

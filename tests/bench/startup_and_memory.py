@@ -42,7 +42,8 @@ def import_cost() -> None:
 def memory(calls: int) -> None:
     import litellm
 
-    from policy_router import Breaker, Budget, PriceTable, Route, Router, transport
+    from policy_router import Breaker, Budget, PriceTable, Route, Router
+    from policy_router.drive import transport
 
     response = litellm.ModelResponse(
         choices=[{"message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],

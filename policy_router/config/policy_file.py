@@ -1,0 +1,380 @@
+"""Configuration files: a policy in YAML, TOML or a dict, or a LiteLLM proxy config.
+
+The schema is strict (pydantic, `extra="forbid"`): a typo is an error naming its place in
+the file, such as `groups.smart.routes[2].reach`, and the fix. A route may carry any
+LiteLLM keyword argument (`api_version`, `extra_headers`, ...), passed through as written;
+a key that is neither a route field nor a LiteLLM argument is refused. Secrets are given by
+reference, LiteLLM's way: `api_key: os.environ/OPENAI_API_KEY`. A literal key in a file is
+accepted with a warning, because files get committed. Money is read exactly from its
+written text (`cap: 5.00` in YAML or TOML); a float handed over in a dict is refused, since
+it cannot hold an amount exactly.
+
+A file with a top-level `model_list` (and no `groups`) is a LiteLLM proxy `config.yaml`,
+read by `litellm_config.py`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..drive import transport
+from ..ground.errors import ConfigError
+from ..ground.route import Route, _is_secret_name
+from ..observe.extras import need_opentelemetry
+from ..observe.observers import AttemptLog
+from ..policies.breaker import Breaker
+from ..policies.budget import Budget
+from ..policies.order import Order
+from ..policies.prices import PriceTable, _parse
+from ..policies.retry import Retry
+from .litellm import ENV_PREFIX, Loaded, is_proxy_config, proxy_config, secret
+
+__all__ = ["Loaded", "load", "routes_and_policies"]
+
+_ROUTE_FIELDS = {
+    "model",
+    "name",
+    "reach",
+    "capabilities",
+    "prices",
+    "retry",
+    "output_limit",
+    "rpm",
+    "tpm",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RetrySpec(_Strict):
+    attempts: int = 2
+    backoff: float = 0.5
+    max_backoff: float = 8.0
+    jitter: bool = True
+
+
+class RouteSpec(BaseModel):
+    """One route: our fields, plus any LiteLLM keyword argument."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    model: str
+    name: str | None = None
+    reach: Literal["on_device", "vendor"] | None = None
+    capabilities: dict[str, bool] | None = None
+    prices: str | dict[str, Any] | None = None
+    retry: RetrySpec | None = None
+    output_limit: int | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+
+    @model_validator(mode="after")
+    def _known_kwargs(self) -> RouteSpec:
+        known = transport.litellm_kwargs()
+        for key in self.model_extra or {}:
+            if key not in known:
+                raise ValueError(
+                    f"{key!r} is neither a route field ({', '.join(sorted(_ROUTE_FIELDS))}) "
+                    "nor a LiteLLM argument"
+                )
+        return self
+
+
+class GroupSpec(_Strict):
+    order: Order = Order.AS_LISTED
+    routes: list[RouteSpec] = Field(min_length=1)
+
+
+class BudgetSpec(_Strict):
+    cap: str | int | Decimal
+    currency: str = "USD"
+    unpriced: Literal["refuse", "allow"] = "refuse"
+    strict: bool = False
+
+    @field_validator("cap", mode="before")
+    @classmethod
+    def _exact(cls, value: Any) -> Any:
+        if isinstance(value, float):
+            raise ValueError(
+                f'{value!r} is a float, which cannot hold money exactly; write "{value}" as a '
+                "string (a YAML or TOML file is read exactly as written)"
+            )
+        return value
+
+
+class BreakerSpec(_Strict):
+    failures: int = 3
+    cooldown: float = 30.0
+    max_cooldown: float = 8 * 3600.0
+    settled: float = 3600.0
+
+
+class ObserversSpec(_Strict):
+    attempt_log: str | None = None
+    otel: bool = False
+
+
+class StoreSpec(_Strict):
+    redis: str
+    namespace: str | None = None
+    timeout: float = Field(default=0.5, gt=0)
+    retry_every: float = Field(default=1.0, gt=0)
+
+
+class PolicySpec(_Strict):
+    name: str = "default"
+    groups: dict[str, GroupSpec] = Field(min_length=1)
+    price_tables: dict[str, str | dict[str, Any]] = Field(default_factory=dict)
+    budget: BudgetSpec | None = None
+    breaker: BreakerSpec | None = None
+    retry: RetrySpec | None = None
+    deadline: float | None = Field(default=None, gt=0)
+    wait_for_capacity: bool = False
+    store: StoreSpec | None = None
+    observers: ObserversSpec | None = None
+
+
+def _where(loc: Sequence[int | str]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _validation_error(error: ValidationError, source: str) -> ConfigError:
+    lines = []
+    for e in error.errors():
+        loc = [
+            p
+            for p in e["loc"]
+            if p not in ("str", "dict[str,any]", "function-after[_known_kwargs(), RouteSpec]")
+        ]
+        message = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            message = "unknown key; remove it or check its spelling"
+        lines.append(f"{_where(loc)}: {message}")
+    return ConfigError(f"{source}: " + "; ".join(dict.fromkeys(lines)))
+
+
+def _tables(spec: PolicySpec, base: Path) -> dict[str, PriceTable]:
+    tables: dict[str, PriceTable] = {}
+    for name, value in spec.price_tables.items():
+        if value == "litellm":
+            # Built from LiteLLM's map for the models that use it, as this file loads.
+            models = [
+                r.model
+                for g in spec.groups.values()
+                for r in g.routes
+                if r.prices in (name, "litellm")
+            ]
+            tables[name] = litellm_table(models, name)
+        else:
+            tables[name] = _table(value, base, f"price_tables.{name}")
+    if "litellm" not in tables:
+        models = [r.model for g in spec.groups.values() for r in g.routes if r.prices == "litellm"]
+        if models:
+            tables["litellm"] = litellm_table(models, "litellm")
+    return tables
+
+
+def litellm_table(models: list[str], name: str) -> PriceTable:
+    """A table of LiteLLM's map for `models`, dated today and naming the litellm version.
+
+    A model the map does not know gets no row: its route is unpriced, which `check` says.
+    """
+    import datetime as dt
+
+    from .price_tools import import_litellm
+
+    known = []
+    for model in dict.fromkeys(models):
+        try:
+            transport.cost_map_entry(model)
+        except ConfigError:
+            continue
+        known.append(model)
+    table = import_litellm(known, as_of=dt.date.today())
+    return PriceTable(
+        table.currency,
+        table.as_of,
+        f"{table.source}, read when the config loaded (not a reviewed table)",
+        table.rows,
+        name=name,
+    )
+
+
+def _table(value: str | dict[str, Any], base: Path, where: str) -> PriceTable:
+    if isinstance(value, dict):
+        return PriceTable.from_dict(value, name=where)
+    if value == "default":
+        return PriceTable.default()
+    path = Path(value) if Path(value).is_absolute() else base / value
+    if not path.exists():
+        raise ConfigError(f"{where}: no price table file at {path}")
+    return PriceTable.load(path)
+
+
+def _at(place: str, build: Any, *args: Any, **kwargs: Any) -> Any:
+    """`build(*args, **kwargs)`, with a ConfigError's message prefixed by its place."""
+    try:
+        return build(*args, **kwargs)
+    except ConfigError as error:
+        raise ConfigError(f"{place}: {error}") from None
+
+
+def routes_and_policies(
+    data: Mapping[str, Any], *, source: str = "config", base: Path | None = None
+) -> Loaded:
+    """Parse a policy mapping into routes, Router keyword arguments and unresolved secrets.
+
+    Raises `ConfigError` for anything malformed, naming its place. Environment variables
+    that are not set are returned as problems (the `check` command lists them;
+    `Router.from_config` raises).
+    """
+    try:
+        spec = PolicySpec.model_validate(data)
+    except ValidationError as error:
+        raise _validation_error(error, source) from None
+    base = base or Path.cwd()
+    tables = _tables(spec, base)
+    missing: list[str] = []
+    routes: list[Route] = []
+    orders: dict[str, Order] = {}
+    for group, gspec in spec.groups.items():
+        orders[group] = gspec.order
+        for i, r in enumerate(gspec.routes):
+            where = f"groups.{group}.routes[{i}]"
+            extra = {
+                key: secret(value, f"{where}.{key}", missing)
+                for key, value in (r.model_extra or {}).items()
+            }
+            for key, value in (r.model_extra or {}).items():
+                if (
+                    _is_secret_name(key)
+                    and isinstance(value, str)
+                    and not value.startswith(ENV_PREFIX)
+                ):
+                    warnings.warn(
+                        f"{source}: {where}.{key} is a literal secret; write "
+                        f"{key}: os.environ/NAME and keep the key out of the file",
+                        UserWarning,
+                        stacklevel=3,
+                    )
+            prices = None
+            if isinstance(r.prices, str) and r.prices in tables:
+                prices = tables[r.prices]
+            elif r.prices is not None:
+                prices = _table(r.prices, base, f"{where}.prices")
+            try:
+                routes.append(
+                    Route(
+                        r.model,
+                        group=group,
+                        name=r.name,
+                        reach=r.reach,
+                        capabilities=r.capabilities,
+                        prices=prices,
+                        retry=Retry(**r.retry.model_dump()) if r.retry else None,
+                        output_limit=r.output_limit,
+                        rpm=r.rpm,
+                        tpm=r.tpm,
+                        **{k: v for k, v in extra.items() if v is not None},
+                    )
+                )
+            except ConfigError as error:
+                raise ConfigError(f"{source}: {where}: {error}") from None
+    b = spec.budget
+    policies: dict[str, Any] = {
+        "name": spec.name,
+        "order": orders,
+        "budget": _at(
+            f"{source}: budget.cap",
+            Budget,
+            b.cap,
+            b.currency,
+            unpriced=b.unpriced,
+            strict=b.strict,
+        )
+        if b
+        else None,
+        "breaker": _at(f"{source}: breaker", Breaker, **spec.breaker.model_dump())
+        if spec.breaker
+        else None,
+        "retry": _at(f"{source}: retry", Retry, **spec.retry.model_dump()) if spec.retry else None,
+        "deadline": spec.deadline,
+        "wait_for_capacity": spec.wait_for_capacity,
+    }
+    if spec.store is not None:
+        url = secret(spec.store.redis, "store.redis", missing)
+        if url == spec.store.redis and urlsplit(url).password:
+            warnings.warn(
+                f"{source}: store.redis carries a literal password; write "
+                "redis: os.environ/REDIS_URL and keep it out of the file",
+                UserWarning,
+                stacklevel=3,
+            )
+        if url is not None:
+            from ..state.redis.store import RedisStore
+
+            try:
+                policies["store"] = RedisStore(
+                    url,
+                    namespace=spec.store.namespace,
+                    timeout=spec.store.timeout,
+                    retry_every=spec.store.retry_every,
+                )
+            except ConfigError as error:
+                raise ConfigError(f"{source}: store: {error}") from None
+    if spec.observers is not None:
+        policies["observers"] = _observers(spec.observers, base, source)
+    return Loaded(routes, policies, missing)
+
+
+def _observers(spec: ObserversSpec, base: Path, source: str) -> list[Any]:
+    observers: list[Any] = []
+    if spec.attempt_log:
+        log = Path(spec.attempt_log)
+        observers.append(AttemptLog(log if log.is_absolute() else base / log))
+    if spec.otel:
+        try:
+            need_opentelemetry()
+            from ..observe.otel import OTelObserver
+        except ImportError as error:
+            raise ConfigError(f"{source}: observers.otel: {error}") from None
+        observers.append(OTelObserver())  # the application's global tracer and meter
+    return observers
+
+
+def load(config: str | Path | Mapping[str, Any]) -> Loaded:
+    """Read a policy, or a LiteLLM proxy config, from a YAML/TOML file or take a mapping.
+
+    See `routes_and_policies` and `litellm_config.proxy_config`.
+    """
+    if isinstance(config, Mapping):
+        data: Any = config
+        source, base = "config", None
+    else:
+        path = Path(config)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ConfigError(f"{path}: cannot read it ({error.strerror})") from None
+        data = _parse(text, path)
+        source, base = str(path), path.parent
+        if not isinstance(data, Mapping):
+            raise ConfigError(
+                f"{path}: a policy file is a mapping with groups: at the top (or, for a "
+                "LiteLLM proxy config, model_list:)"
+            )
+    if is_proxy_config(data):
+        return proxy_config(data, source)
+    return routes_and_policies(data, source=source, base=base)

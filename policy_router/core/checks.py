@@ -1,0 +1,163 @@
+"""The checks that do not change during a request, and `explain`, which runs them all.
+
+A `Candidate` is a route with its capabilities and price looked up once, when the router is
+built. `static_skip` applies DESIGN §2's first three checks (known model, requirements,
+the on-device floor); `sift` applies them to a group; `explain` gives every route's verdict
+for a request, asking the budget what it would do without reserving anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..drive import transport
+from ..ground.route import Reach, Route
+from ..policies.bounds import RequestFacts, counted_tokens, reply_tokens
+from ..policies.budget import Ledger
+from ..policies.capabilities import Capabilities, resolve
+from ..policies.limits import describe
+from ..policies.order import DEFAULT_REPLY_TOKENS
+from ..policies.prices import Money, Price
+from ..policies.requirements import Requirements
+from ..state.store import perform
+from .journey import Check, Explanation, Skip, Verdict
+
+__all__ = ["Candidate", "Ordering", "candidate_for", "explain", "sift", "static_skip"]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A route of a group with what it can do looked up once (at router build time).
+
+    `reply_limit` caps one reply's tokens when a call sets no `max_tokens`: the route's own
+    default `max_tokens`, else its declared `output_limit`, else LiteLLM's
+    `max_output_tokens` for the model (None: unknown). `sent_cap` is the route's default
+    `max_tokens` alone, which goes out with the request. `choices` is the route's default `n`.
+    """
+
+    route: Route
+    capabilities: Capabilities
+    price: Price | None = None
+    reply_limit: int | None = None
+    choices: int = 1
+    sent_cap: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.route.name
+
+
+def candidate_for(route: Route) -> Candidate:
+    """The route with its capabilities, price and reply limit looked up, once."""
+    info, streams = transport.model_info(route)
+    sent = limit = reply_tokens(route.kwargs, "max_tokens", "max_completion_tokens")
+    if limit is None:
+        limit = route.output_limit
+    if limit is None and info is not None:
+        known = info.get("max_output_tokens")
+        limit = known if isinstance(known, int) and known > 0 else None
+    n = route.kwargs.get("n")
+    return Candidate(
+        route,
+        resolve(route.model, info, streams, route.capabilities),
+        route.prices.price_for(route.model) if route.prices is not None else None,
+        reply_limit=limit,
+        choices=n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1,
+        sent_cap=sent,
+    )
+
+
+Ordering = Callable[[Sequence[Candidate]], Sequence[Candidate]]
+
+
+def static_skip(candidate: Candidate, needs: Requirements) -> Skip | None:
+    """The first of the checks that do not change during a request that stops a route."""
+    route, caps = candidate.route, candidate.capabilities
+    if not caps.known:
+        return Skip(route.name, Check.KNOWN, "unknown model", {"why": caps.why_unknown})
+    unmet = needs.unmet_by(caps)
+    if unmet:
+        names = ", ".join(c.value.replace("_", " ") for c in unmet)
+        return Skip(
+            route.name,
+            Check.REQUIREMENTS,
+            f"cannot do {names}",
+            {"missing": tuple(c.value for c in unmet)},
+        )
+    if needs.on_device and route.reach is not Reach.ON_DEVICE:
+        return Skip(
+            route.name,
+            Check.FLOOR,
+            f"vendor route ({route.reach_reason}); the request is on-device only",
+            {"reach": route.reach.value},
+        )
+    return None
+
+
+def sift(
+    candidates: Sequence[Candidate], needs: Requirements
+) -> tuple[Sequence[Candidate], Sequence[Skip]]:
+    """Split candidates into those the static checks keep and the skips of the others."""
+    eligible: list[Candidate] = []
+    skips: list[Skip] = []
+    for c in candidates:
+        skip = static_skip(c, needs)
+        if skip is None:
+            eligible.append(c)
+        else:
+            skips.append(skip)
+    return tuple(eligible), tuple(skips)
+
+
+def explain(
+    group: str,
+    candidates: Sequence[Candidate],
+    needs: Requirements,
+    ordering: Ordering | None = None,
+    ledger: Ledger | None = None,
+    facts: RequestFacts | None = None,
+    windows: Mapping[str, Any] | None = None,
+) -> Explanation:
+    """Every route's verdict for a request, in the order the router would consider them.
+
+    Nothing is sent and nothing is reserved: the budget is asked what it would do now, and
+    a rate-limited route shows its window ("rpm 42/60").
+    """
+    eligible, skipped = sift(candidates, needs)
+    skips = {s.route: s for s in skipped}
+    verdicts: list[Verdict] = []
+    for c in ordering(eligible) if ordering else eligible:
+        reason = (
+            f"{c.route.reach.value} ({c.route.reach_reason}); can do {c.capabilities.describe()}"
+        )
+        if facts is not None and c.price is not None and c.route.prices is not None:
+            est = c.price.estimate(facts.prompt_tokens, facts.reply_tokens or DEFAULT_REPLY_TOKENS)
+            reason += f"; est. {Money(est, c.route.prices.currency)}"
+        window = (windows or {}).get(c.name)
+        if window is not None and (c.route.rpm or c.route.tpm):
+            reason += f"; {describe(window, c.route.rpm, c.route.tpm)}"
+            rpm, tpm = c.route.rpm, c.route.tpm
+            need = counted_tokens(facts, c.sent_cap, c.choices) if facts is not None else 0
+            if (
+                window.closed_for > 0
+                or (rpm and window.requests >= rpm)
+                or (tpm and window.tokens + need > tpm)
+            ):
+                verdicts.append(Verdict(c.name, None, Check.RATE_LIMIT, reason))
+                continue
+        if ledger is not None and facts is not None:
+            verdict = perform(ledger.store, ledger.check(c, facts))
+            if isinstance(verdict, Skip):
+                verdicts.append(Verdict(c.name, None, verdict.check, verdict.reason))
+                continue
+        verdicts.append(
+            Verdict(c.name, len([v for v in verdicts if v.would_try]) + 1, None, reason)
+        )
+    verdicts += [
+        Verdict(c.name, None, skips[c.name].check, skips[c.name].reason)
+        for c in candidates
+        if c.name in skips
+    ]
+    return Explanation(group, needs, tuple(verdicts))

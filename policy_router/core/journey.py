@@ -1,0 +1,296 @@
+"""The record of one request: every route skipped or tried, why, and what answered.
+
+Skips and attempts are frozen records in the order they happened. `str(journey)` reads as
+a short paragraph a person can act on; `Routed` pairs a response with its journey.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from ..policies.prices import Money, Usage
+from ..policies.requirements import Requirements
+
+if TYPE_CHECKING:
+    from ..ground.route import Route
+
+__all__ = ["Attempt", "Check", "Explanation", "Journey", "Routed", "Skip", "Verdict", "Waited"]
+
+
+class Check(StrEnum):
+    """The checks a route passes before it is sent a request, in the order they run."""
+
+    KNOWN = "known"
+    REQUIREMENTS = "requirements"
+    FLOOR = "floor"
+    BREAKER = "breaker"
+    RATE_LIMIT = "rate_limit"
+    BUDGET = "budget"
+    DEADLINE = "deadline"
+    SEND = "send"
+    """The request could not leave this process for this route (not a provider fault)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A route that was not sent the request: which check stopped it, and why.
+
+    `group` and `journey_id` tie the skip to its request once the router records it (they
+    are context, left out of equality)."""
+
+    route: str
+    check: Check
+    reason: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    group: str = field(default="", compare=False)
+    journey_id: str = field(default="", compare=False)
+
+    def __str__(self) -> str:
+        if self.check is Check.SEND:
+            return f"not sent to {self.route} ({self.reason})"
+        return f"skipped {self.route} ({self.reason})"
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One request really sent to a route, and how it ended.
+
+    `outcome` is "answered" or the kind of fault ("server_error", "rate_limited", ...);
+    `error` is the provider's error text with the route's secrets redacted. `elapsed` is
+    seconds on the router's clock; `wait` is the pause taken before this attempt (a retry).
+    `then` says what the router did next: "returned", "next route", "retry", "stopped".
+    For a stream (`streamed`), `elapsed` is the time to its first chunk. `usage` is what the
+    provider billed, when it said; `cost` is what the budget charged for the attempt (its
+    reservation when no usage came: a cut stream, a cancelled call), so a journey's costs
+    add up to what `spending()` counts. `group` and `journey_id` tie the attempt to its
+    request (they are context, left out of equality).
+    """
+
+    route: str
+    outcome: str
+    status: int | None = None
+    error: str = ""
+    elapsed: float = 0.0
+    wait: float = 0.0
+    then: str = "returned"
+    cost: Money | None = None
+    usage: Usage | None = field(default=None, compare=False)
+    streamed: bool = field(default=False, compare=False)
+    group: str = field(default="", compare=False)
+    journey_id: str = field(default="", compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "answered"
+
+    def __str__(self) -> str:
+        if self.ok:
+            text = f"{self.route} answered in {self.elapsed:.2f} s"
+            text += f" for {self.cost}" if self.cost is not None else ""
+            if self.cost is not None and self.usage is None:
+                text += " (its reservation: no usage was reported)"
+        else:
+            status = f"{self.status} " if self.status else ""
+            why = f": {_short(self.error)}" if self.error else ""
+            text = f"tried {self.route}: {status}{self.outcome.replace('_', ' ')}{why}"
+            text += f" ({self.then})" if self.then else ""
+        if self.wait:
+            text = f"after waiting {self.wait:.2f} s, {text}"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class Waited:
+    """The request waited `seconds` for capacity (`Router(wait_for_capacity=True)`): every
+    route that could serve was full, for the reasons in `why`."""
+
+    seconds: float
+    why: str
+    group: str = field(default="", compare=False)
+    journey_id: str = field(default="", compare=False)
+
+    @property
+    def route(self) -> str:
+        return "*"
+
+    def __str__(self) -> str:
+        return f"waited {self.seconds:.2f} s for capacity ({self.why})"
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Journey:
+    """One request's journey through a group: skips and attempts, in order.
+
+    `answered_by` names the route that answered, or is None. `attempts` are the requests
+    really sent, so `len(journey.attempts)` equals what the providers received.
+    """
+
+    group: str
+    requirements: Requirements
+    steps: tuple[Skip | Attempt | Waited, ...]
+    answered_by: str | None = None
+    elapsed: float = 0.0
+    id: str = ""
+
+    @property
+    def skips(self) -> tuple[Skip, ...]:
+        return tuple(s for s in self.steps if isinstance(s, Skip))
+
+    @property
+    def attempts(self) -> tuple[Attempt, ...]:
+        return tuple(s for s in self.steps if isinstance(s, Attempt))
+
+    @property
+    def cost(self) -> Money | None:
+        """What the request's attempts cost, when any was priced (one currency)."""
+        costs = [a.cost for a in self.attempts if a.cost is not None]
+        if not costs:
+            return None
+        total = costs[0]
+        for c in costs[1:]:
+            total = total + c
+        return total
+
+    @property
+    def waits(self) -> tuple[Waited, ...]:
+        """Each wait for capacity, in order."""
+        return tuple(s for s in self.steps if isinstance(s, Waited))
+
+    @property
+    def routes(self) -> tuple[str, ...]:
+        """Every route named in the journey, in first-mention order."""
+        return tuple(dict.fromkeys(s.route for s in self.steps if not isinstance(s, Waited)))
+
+    def __str__(self) -> str:
+        head = f"Request to group {self.group!r} (needs {self.requirements.describe()})"
+        body = "; ".join(str(s) for s in self.steps) or "no route was considered"
+        sent = len(self.attempts)
+        if self.answered_by is not None:
+            tail = f"answered by {self.answered_by} after {sent} request{'s' * (sent != 1)}"
+        else:
+            tail = f"no answer after {sent} request{'s' * (sent != 1)}"
+        return f"{head}: {body}. {tail.capitalize()} in {self.elapsed:.2f} s."
+
+    def __repr__(self) -> str:
+        sent = len(self.attempts)
+        outcome = f"answered by {self.answered_by}" if self.answered_by else "no answer"
+        skipped = len(self.skips)
+        return (
+            f"<Journey {self.group!r}: {outcome} after {sent} request{'s' * (sent != 1)}, "
+            f"{skipped} skipped, {self.elapsed:.2f} s>"
+        )
+
+    def _repr_html_(self) -> str:
+        rows = "".join(_html_row(s) for s in self.steps)
+        return (
+            f"<p>{_html(str(self).split(':', 1)[0])}</p><table><tr><th>route</th><th>verdict</th>"
+            f"<th>reason</th><th>time</th></tr>{rows}</table>"
+        )
+
+
+def _html_row(step: Skip | Attempt | Waited) -> str:
+    if isinstance(step, Waited):
+        cells = ("", "waited", step.why, f"{step.seconds:.3f} s")
+    elif isinstance(step, Skip):
+        cells = (step.route, f"skip: {step.check.value}", step.reason, "")
+    else:
+        cost = "" if step.cost is None else f", {step.cost}"
+        cells = (step.route, step.outcome, step.error or step.then, f"{step.elapsed:.3f} s{cost}")
+    return "<tr>" + "".join(f"<td>{_html(c)}</td>" for c in cells) + "</tr>"
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Routed(Generic[R]):
+    """A response together with the route that produced it and the request's journey."""
+
+    response: R
+    route: Route
+    journey: Journey
+
+    @property
+    def attempts(self) -> int:
+        """How many requests were really sent for this answer."""
+        return len(self.journey.attempts)
+
+    @property
+    def cost(self) -> Money | None:
+        """What this call cost, from the provider's usage and the route's own price table.
+
+        None when the route is unpriced or the provider reported no usage; for a stream,
+        read it from the stream's journey once the stream has ended.
+        """
+        return self.journey.cost
+
+    def __str__(self) -> str:
+        return str(self.journey)
+
+    def __repr__(self) -> str:
+        cost = f", cost={self.cost}" if self.cost is not None else ""
+        return f"<Routed by {self.route.name!r} after {self.attempts} requests{cost}>"
+
+    def _repr_html_(self) -> str:
+        return self.journey._repr_html_()
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the router would do with one route for a request: try it (and when), or skip."""
+
+    route: str
+    position: int | None
+    check: Check | None
+    reason: str
+
+    @property
+    def would_try(self) -> bool:
+        return self.position is not None
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Explanation:
+    """The verdict for every route of a group, computed without sending anything."""
+
+    group: str
+    requirements: Requirements
+    verdicts: tuple[Verdict, ...]
+
+    def __str__(self) -> str:
+        width = max([len(v.route) for v in self.verdicts] + [5])
+        lines = [f"group {self.group!r}, request needs {self.requirements.describe()}:"]
+        for v in self.verdicts:
+            verdict = f"try #{v.position}" if v.would_try else f"skip ({v.check})"
+            lines.append(f"  {v.route:<{width}}  {verdict:<22} {v.reason}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        tried = [v.route for v in self.verdicts if v.would_try]
+        skipped = len(self.verdicts) - len(tried)
+        order = ", ".join(tried) or "nothing"
+        return f"<Explanation {self.group!r}: would try {order}; {skipped} skipped>"
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td>{_html(v.route)}</td><td>"
+            f"{f'try #{v.position}' if v.would_try else f'skip ({v.check})'}</td>"
+            f"<td>{_html(v.reason)}</td></tr>"
+            for v in self.verdicts
+        )
+        return (
+            f"<p>group <b>{_html(self.group)}</b>, needs {_html(self.requirements.describe())}</p>"
+            f"<table><tr><th>route</th><th>verdict</th><th>reason</th></tr>{rows}</table>"
+        )

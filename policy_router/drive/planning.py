@@ -1,0 +1,266 @@
+"""Planning: from a call's keyword arguments to a `Plan`, for any endpoint.
+
+The `Planner` holds what a router was built with (its groups, policies, store and clock)
+and turns one call into one `Plan`: which group, what the request needs (the endpoint
+included), what it may cost, in which order its routes are considered. It measures a
+request only as far as a decision needs: a token count for price ordering, bounds for a
+budget. The static checks of a group depend only on what the request needs, so they are
+sifted once per (group, needs) and kept in an LRU cache.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from cachetools import LRUCache
+
+from ..core.checks import Candidate, explain, sift
+from ..core.events import request_attributes
+from ..core.journey import Explanation, Skip
+from ..core.plan import Plan
+from ..core.validate import check_call
+from ..endpoints import Endpoint
+from ..ground.clock import Clock
+from ..ground.deadline import Deadline
+from ..ground.errors import ConfigError, NoRouteError
+from ..ground.route import Route
+from ..policies.bounds import RequestFacts, prediction_tokens, prompt_bound, reply_tokens
+from ..policies.breaker import HealthBook
+from ..policies.budget import Ledger
+from ..policies.limits import RateBook
+from ..policies.order import (
+    BY_WINDOWS,
+    Arrange,
+    ArrangeByHealth,
+    Order,
+    OrderContext,
+    Ordering,
+    arrange,
+)
+from ..policies.requirements import Requirements
+from ..policies.retry import Retry
+from ..state.store import Store
+from . import transport
+
+__all__ = ["POLICY_KWARGS", "Planner"]
+
+_ON_DEVICE = Requirements(on_device=True)
+
+# Keywords the router takes out of a call before LiteLLM sees it.
+POLICY_KWARGS = ("on_device", "needs", "deadline", "retry", "wait_for_capacity")
+
+
+class Planner:
+    """Turns calls into plans for one router (see the module docstring). Thread-safe."""
+
+    def __init__(
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        order: Order | Ordering,
+        orders: Mapping[str, Order | Ordering],
+        ledger: Ledger | None,
+        health: HealthBook | None,
+        retry: Retry | None,
+        deadline: float | None,
+        store: Store,
+        clock: Clock,
+        emit: Callable[[object], None],
+        wait_for_capacity: bool = False,
+        frame: Callable[[object], None] | None = None,
+    ) -> None:
+        self.groups: dict[str, tuple[Candidate, ...]] = {}
+        self.by_model: dict[str, tuple[Candidate, ...]] = {}
+        for c in candidates:
+            self.groups[c.route.group] = (*self.groups.get(c.route.group, ()), c)
+            self.by_model[c.route.model] = (*self.by_model.get(c.route.model, ()), c)
+        self._order = order
+        self._orders = dict(orders)
+        self.ledger = ledger
+        self.health = health
+        self._retry = retry
+        self._deadline = deadline
+        self.store = store
+        self._clock = clock
+        self._emit = emit
+        self._turns: defaultdict[str, itertools.count[int]] = defaultdict(itertools.count)
+        self._lock = threading.Lock()
+        self._wait = wait_for_capacity
+        self._frame = frame
+        # Groups with a rate-limited route; groups whose ordering reads calls in flight
+        # (every route of theirs takes a slot).
+        self._limited = {
+            g for g, cs in self.groups.items() if any(c.route.rpm or c.route.tpm for c in cs)
+        }
+        # Groups whose requests are measured for a tokens-per-minute limit.
+        self._counted = {g for g, cs in self.groups.items() if any(c.route.tpm for c in cs)}
+        self._books = {
+            g: RateBook(tracks_all=self.order_of(g) in BY_WINDOWS)
+            for g in self.groups
+            if g in self._limited or self.order_of(g) in BY_WINDOWS
+        }
+        self._sifted: LRUCache[
+            tuple[str, Requirements], tuple[Sequence[Candidate], Sequence[Skip]]
+        ] = LRUCache(maxsize=1024)
+
+    def group(self, model: str | None) -> tuple[str, tuple[Candidate, ...]]:
+        """The group `model` names (or the route whose model string it is)."""
+        if model is None:
+            if len(self.groups) == 1:
+                return next(iter(self.groups.items()))
+            raise NoRouteError(f"model= is required: this router has groups {sorted(self.groups)}")
+        if not isinstance(model, str):
+            raise ConfigError(f"model must be a group name (a string), got {model!r}")
+        if model in self.groups:
+            return model, self.groups[model]
+        if model in self.by_model:
+            return model, self.by_model[model]
+        raise NoRouteError(
+            f"model={model!r} names no group and no route's model; groups: {sorted(self.groups)}"
+        )
+
+    def needs(self, endpoint: Endpoint, kwargs: Mapping[str, Any]) -> Requirements:
+        """What the call needs, its arguments checked first (a ConfigError, nothing sent)."""
+        endpoint.check(kwargs)
+        check_call(kwargs)
+        read = endpoint.requirements(kwargs)
+        on_device = kwargs.get("on_device", False)
+        if not isinstance(on_device, bool):
+            raise ConfigError(f"on_device must be True or False, got {on_device!r}")
+        if on_device:
+            read = read | _ON_DEVICE
+        return read if kwargs.get("needs") is None else read | Requirements.of(kwargs["needs"])
+
+    def serves(self, route: str) -> frozenset[str]:
+        """The named route's capabilities (the endpoints it serves too), by name."""
+        for c in itertools.chain.from_iterable(self.groups.values()):
+            if c.name == route:
+                return frozenset(cap.value for cap in c.capabilities.have)
+        names = [c.name for c in itertools.chain.from_iterable(self.groups.values())]
+        raise KeyError(f"no route named {route!r}; routes: {names}")
+
+    def order_of(self, group: str) -> Order | Ordering:
+        return self._orders.get(group, self._order)
+
+    def facts(
+        self,
+        endpoint: Endpoint,
+        group: str,
+        kwargs: Mapping[str, Any],
+        *,
+        explaining: bool = False,
+    ) -> RequestFacts | None:
+        """Measure the request once, and only what a price decision needs: the token count
+        orders routes (and explains), the bounds hold the budget."""
+        count = explaining or self.order_of(group) is Order.CHEAPEST
+        if self.ledger is None and not count and group not in self._counted:
+            return None
+        image_tokens = self.ledger.budget.image_tokens if self.ledger else 0
+        choices = [v for k in endpoint.choices if isinstance(v := kwargs.get(k), int)]
+        return RequestFacts(
+            prompt_tokens=transport.count_tokens(kwargs, endpoint.prompt) if count else 0,
+            prompt_bound=prompt_bound(kwargs, image_tokens, texts=endpoint.prompt)
+            if self.ledger or group in self._counted
+            else 0,
+            reply_tokens=reply_tokens(kwargs, *endpoint.reply_caps) if endpoint.generates else 0,
+            choices=max(choices) if choices else None,
+            reply_extra=prediction_tokens(kwargs),
+        )
+
+    def _ordering(
+        self, group: str, facts: RequestFacts | None
+    ) -> tuple[Arrange | None, ArrangeByHealth | None]:
+        if self.order_of(group) is Order.AS_LISTED:
+            return None, None
+        with self._lock:
+            turn = next(self._turns[group])
+        return arrange(self.order_of(group), OrderContext(group, facts, self._clock.now(), turn))
+
+    def _retry_for(self, route: Route) -> Retry | None:
+        return route.retry if isinstance(route.retry, Retry) else self._retry
+
+    def plan(
+        self, endpoint: Endpoint, model: str | None, messages: Any, kwargs: Mapping[str, Any]
+    ) -> tuple[Plan, dict[str, Any]]:
+        """One call's plan, and the keyword arguments LiteLLM is to get."""
+        kwargs = _with_messages(endpoint, messages, kwargs)
+        transport.check_globals()
+        group, candidates = self.group(model)
+        needs = self.needs(endpoint, kwargs)
+        call_kwargs = {k: v for k, v in kwargs.items() if k not in POLICY_KWARGS}
+        facts = self.facts(endpoint, group, call_kwargs)
+        seconds = kwargs.get("deadline", self._deadline)
+        timeout = call_kwargs.get("timeout")
+        key = (group, needs)
+        sifted = self._sifted.get(key)
+        if sifted is None:
+            sifted = self._sifted[key] = sift(candidates, needs)
+        ordering, by_health = self._ordering(group, facts)
+        order = self.order_of(group)
+        retry = kwargs.get("retry")
+        if retry is not None and not isinstance(retry, Retry):
+            raise ConfigError(f"retry must be a Retry, got {type(retry).__name__}")
+        wait = kwargs.get("wait_for_capacity", self._wait)
+        if not isinstance(wait, bool):
+            raise ConfigError(f"wait_for_capacity must be True or False, got {wait!r}")
+        plan = Plan(
+            group,
+            candidates,
+            needs,
+            sifted=sifted,
+            clock=self._clock,
+            ordering=ordering,
+            by_health=by_health,
+            ledger=self.ledger,
+            facts=facts,
+            health=self.health,
+            retry=self._retry_for if retry is None else (lambda _route: retry),
+            deadline=Deadline(self._clock.now(), seconds, self._clock) if seconds else None,
+            timeout=float(timeout) if isinstance(timeout, int | float) else None,
+            emit=self._emit,
+            on_result=None if isinstance(order, Order) else order.on_result,
+            store=self.store,
+            rates=self._books.get(group),
+            by_windows=BY_WINDOWS.get(order) if isinstance(order, Order) else None,
+            wait_for_capacity=wait,
+            operation=endpoint.name,
+            settings=request_attributes(call_kwargs) if self._frame is not None else None,
+            frame=self._frame,
+        )
+        return plan, call_kwargs
+
+    def explain(
+        self, endpoint: Endpoint, model: str | None, messages: Any, kwargs: Mapping[str, Any]
+    ) -> Explanation:
+        """Every route's verdict for the call; nothing is sent, nothing reserved."""
+        kwargs = _with_messages(endpoint, messages, kwargs)
+        group, candidates = self.group(model)
+        needs = self.needs(endpoint, kwargs)
+        facts = self.facts(endpoint, group, kwargs, explaining=True)
+        ordering, by_health = self._ordering(group, facts)
+        if by_health is not None:
+            seen = self.store.all_health()
+            ordering = lambda cs: by_health(cs, seen)  # noqa: E731
+        windows = None
+        if group in self._books:
+            windows = self.store.windows([c.name for c in candidates])
+            order = self.order_of(group)
+            by_windows = BY_WINDOWS.get(order) if isinstance(order, Order) else None
+            if by_windows is not None:
+                ordering = lambda cs: by_windows(cs, windows)  # noqa: E731
+        return explain(group, candidates, needs, ordering, self.ledger, facts, windows)
+
+
+def _with_messages(endpoint: Endpoint, messages: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The call's keyword arguments with chat's positional `messages` among them."""
+    if endpoint.name == "chat":
+        return {**kwargs, "messages": messages}
+    if messages is not None:
+        raise ConfigError(
+            f"messages= belongs to chat; a {endpoint.name} call takes {endpoint.prompt[0]}="
+        )
+    return dict(kwargs)

@@ -1,0 +1,442 @@
+"""Routed streams, sync and async: LiteLLM's chunks, watched for a clean end.
+
+The router hands one of these over only after the route's first chunk arrived, so any
+failure before it fell through to the next route. From then on the route cannot be
+replaced: a failure is raised inside the stream, with the journey attached, and the text
+received so far stays readable as `stream.text`. A stream that ends without a finish
+reason was cut short and raises too, rather than passing for a complete answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from loguru import logger
+
+from ..core.journey import Journey, Routed
+from ..core.plan import FaultKind, Plan, Send
+from ..endpoints import Endpoint, StreamShape
+from ..policies.prices import Usage
+from ..state.store import Steps
+from . import transport
+from .loops import adrive, drive, step
+
+__all__ = ["AsyncRoutedStream", "RoutedStream", "StreamRestart", "astream", "stream"]
+
+# What a stream's opener hands back: the source, its iterator, the first chunk, and
+# whether to strip the usage chunk the caller did not ask for.
+Opened = tuple[Any, Any, Any, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRestart:
+    """Told to `on_restart` before a restarted answer's first chunk: discard what you had.
+
+    `chunks_seen` is how many chunks of the failed route's answer the caller received.
+    """
+
+    failed_route: str
+    next_route: str
+    chunks_seen: int
+
+
+class _Watch:
+    """What both stream flavours track: the text so far, the finish reason, the usage."""
+
+    def __init__(
+        self,
+        source: Any,
+        first: Any,
+        plan: Plan,
+        send: Send,
+        strip_usage: bool,
+        shape: StreamShape,
+    ) -> None:
+        self.shape = shape
+        self.source = source
+        self.pending: Any = first
+        self.plan = plan
+        self.send = send
+        self.strip_usage = strip_usage
+        self.parts: list[str] = []
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.done = False
+        self.chunks = 0
+        self.passes(first)
+
+    def passes(self, chunk: Any) -> bool:
+        """Record what the chunk says; False for a usage chunk the caller did not ask for."""
+        self.chunks += 1
+        piece = self.shape.read(chunk)
+        if piece.usage is not None:
+            self.usage = piece.usage
+        if piece.text:
+            self.parts.append(piece.text)
+        if piece.finish:
+            self.finish_reason = piece.finish
+        return not (self.strip_usage and piece.usage is not None and not piece.carries)
+
+    def take_pending(self) -> Any:
+        chunk, self.pending = self.pending, None
+        return chunk
+
+    # ended, closed and failed are plan steps (they settle the call): the sync stream runs
+    # them with `plan.run`, the async one with `drive.step`.
+    def ended(self) -> Steps[BaseException | None]:
+        """The source is exhausted: None for a clean end, else the cut-short error."""
+        if self.done:
+            return None
+        if self.finish_reason is None:
+            return transport.stream_cut_error(self.send.route, "".join(self.parts))
+        self.done = True
+        yield from self.plan.finished(self.send, self.usage)
+        self.plan.ended()
+        return None
+
+    def closed(self) -> Steps[None]:
+        """The caller stopped reading: settle with whatever usage arrived."""
+        if not self.done:
+            self.done = True
+            yield from self.plan.finished(self.send, self.usage)
+            self.plan.ended()
+
+    def failed(self, exc: BaseException, restart: bool = False) -> Steps[BaseException | None]:
+        """Record a failure after the first chunk. Returns the exception to raise, dressed
+        with the journey, or None when the request restarts on the next route."""
+        if self.done:
+            return exc
+        self.done = True
+        fault = transport.classify(exc)
+        if fault is None:
+            yield from self.plan.finished(self.send, self.usage)
+            self.plan.ended(exc)
+            return exc
+        if fault.kind is not FaultKind.STREAM_CUT:
+            fault = type(fault)(FaultKind.STREAM_CUT, fault.status, fault.message)
+        if (
+            yield from self.plan.failed_after_answer(self.send, fault, self.usage, restart=restart)
+        ):
+            return None
+        journey = self.plan.journey
+        exc.journey = journey  # type: ignore[attr-defined]
+        exc.add_note(f"policy_router: {journey}")
+        self.plan.ended(exc)
+        return exc
+
+    def restarted(
+        self, opened: Opened, send: Send, on_restart: Callable[[StreamRestart], None] | None
+    ) -> _Watch:
+        """The watch for the next route's answer, after telling the caller to start over."""
+        notice = StreamRestart(self.send.route.name, send.route.name, self.chunks)
+        if on_restart is not None:
+            on_restart(notice)
+        elif self.chunks:
+            logger.warning(
+                "policy_router: {} failed after {} chunks; the answer restarts from scratch on "
+                "{} (pass on_restart= to be told)",
+                notice.failed_route,
+                notice.chunks_seen,
+                notice.next_route,
+            )
+        source, _, first, strip = opened
+        return _Watch(source, first, self.plan, send, strip, self.shape)
+
+    @property
+    def hidden_params(self) -> dict[str, Any]:
+        params = dict(getattr(self.source, "_hidden_params", None) or {})
+        params["policy_router"] = self.plan.journey
+        return params
+
+
+class _Routed:
+    """What both stream flavours show: the journey, the route, the text so far."""
+
+    _watch: _Watch
+
+    def __init__(
+        self,
+        opened: Opened,
+        plan: Plan,
+        send: Send,
+        *,
+        shape: StreamShape,
+        reopen: Callable[[], Any] | None = None,
+        on_restart: Callable[[StreamRestart], None] | None = None,
+    ) -> None:
+        """`reopen` opens the next route's answer (sync for RoutedStream, a coroutine for
+        AsyncRoutedStream); given only with `stream_failure="restart"`."""
+        source, iterator, first, strip = opened
+        self._watch = _Watch(source, first, plan, send, strip, shape)
+        self._it = iterator
+        self._reopen = reopen
+        self._on_restart = on_restart
+
+    @property
+    def journey(self) -> Journey:
+        return self._watch.plan.journey
+
+    @property
+    def route(self) -> str:
+        """The route whose answer is being streamed now."""
+        return self._watch.send.route.name
+
+    @property
+    def text(self) -> str:
+        """The content received so far (of the current answer, after a restart)."""
+        return "".join(self._watch.parts)
+
+    @property
+    def _hidden_params(self) -> dict[str, Any]:
+        return self._watch.hidden_params
+
+    def __del__(self) -> None:
+        # A stream dropped unread gives back all it held, as close() does: its money is
+        # settled, and the provider's connection goes back to LiteLLM's pool (which holds
+        # 100: a hundred dropped streams would otherwise stall the next call for good).
+        watch = getattr(self, "_watch", None)
+        if watch is None or watch.done:
+            return
+        watch.plan.run(watch.closed(), bounded=False)
+        self._release_connection()
+
+    def _release_connection(self) -> None:
+        raise NotImplementedError
+
+
+class RoutedStream(_Routed, Iterator[Any]):
+    """A sync stream of LiteLLM `ModelResponseStream` chunks from the route that answered.
+
+    Iterate it as you would LiteLLM's `CustomStreamWrapper`. `journey` and
+    `_hidden_params["policy_router"]` give the request's journey; `text` is the content
+    received so far. By default a failure after the first chunk is raised here; with
+    `Router(stream_failure="restart")` the answer starts again from scratch on the next
+    route, after `on_restart` is told. Two models' text is never spliced silently.
+    """
+
+    _it: Iterator[Any]
+    _reopen: Callable[[], tuple[Opened, Send]] | None
+
+    def __iter__(self) -> RoutedStream:
+        return self
+
+    def __next__(self) -> Any:
+        while True:
+            w = self._watch
+            if w.pending is not None:
+                return w.take_pending()
+            if w.done:
+                raise StopIteration
+            try:
+                chunk = next(self._it)
+            except StopIteration:
+                error = w.plan.run(w.ended(), bounded=False)
+                if error is None:
+                    raise
+                self._fail(error)
+                continue
+            except Exception as exc:
+                self._fail(exc)
+                continue
+            if w.passes(chunk):
+                return chunk
+
+    def _fail(self, exc: BaseException) -> None:
+        watch = self._watch
+        error = watch.plan.run(watch.failed(exc, restart=self._reopen is not None), bounded=False)
+        _raise(error, exc)
+        assert self._reopen is not None
+        opened, send = self._reopen()
+        self._watch = self._watch.restarted(opened, send, self._on_restart)
+        self._it = opened[1]
+
+    def close(self) -> None:
+        """Stop reading: the connection is released and the call's cost settled."""
+        self._watch.plan.run(self._watch.closed(), bounded=False)
+        self._release_connection()
+
+    def _release_connection(self) -> None:
+        close = getattr(self._it, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> RoutedStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
+    """The async twin of `RoutedStream`: `async for chunk in stream`."""
+
+    _it: AsyncIterator[Any]
+    _reopen: Callable[[], Awaitable[tuple[Opened, Send]]] | None
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loop = asyncio.get_running_loop()
+
+    def __aiter__(self) -> AsyncRoutedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        while True:
+            w = self._watch
+            if w.pending is not None:
+                return w.take_pending()
+            if w.done:
+                raise StopAsyncIteration
+            try:
+                chunk = await self._it.__anext__()
+            except StopAsyncIteration:
+                error = await step(w.plan, w.ended(), bounded=False)
+                if error is None:
+                    raise
+                await self._fail(error)
+                continue
+            except Exception as exc:
+                await self._fail(exc)
+                continue
+            if w.passes(chunk):
+                return chunk
+
+    async def _fail(self, exc: BaseException) -> None:
+        watch = self._watch
+        error = await step(
+            watch.plan, watch.failed(exc, restart=self._reopen is not None), bounded=False
+        )
+        _raise(error, exc)
+        assert self._reopen is not None
+        opened, send = await self._reopen()
+        self._watch = self._watch.restarted(opened, send, self._on_restart)
+        self._it = opened[1]
+
+    async def aclose(self) -> None:
+        """Stop reading: the connection is released and the call's cost settled."""
+        await step(self._watch.plan, self._watch.closed(), bounded=False)
+        close = getattr(self._it, "aclose", None)
+        if close is not None:
+            await close()
+
+    def _release_connection(self) -> None:
+        # Dropped without aclose(): the connection can only be released on its own event
+        # loop, so the close is handed to it (a loop that is gone took its sockets along).
+        close = getattr(self._it, "aclose", None)
+        loop = self._loop
+        if close is None or loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(_close_later, close)
+
+    async def __aenter__(self) -> AsyncRoutedStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _raise(error: BaseException | None, exc: BaseException) -> None:
+    """Raise what the plan made of a failure `exc` mid-stream; return (None) to restart.
+    The provider's own exception keeps its traceback; one the plan made in its place
+    stands alone."""
+    if error is exc:
+        raise error
+    if error is not None:
+        raise error from None
+
+
+# Closes scheduled for dropped async streams; held so they are not collected mid-way.
+_CLOSING: set[asyncio.Task[Any]] = set()
+
+
+def _close_later(close: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+    task = asyncio.ensure_future(close())
+    _CLOSING.add(task)
+    task.add_done_callback(_CLOSING.discard)
+
+
+def _stream_kwargs(
+    kwargs: dict[str, Any], send: Send, shape: StreamShape
+) -> tuple[dict[str, Any], bool]:
+    """Ask for the final usage chunk when the call is priced or counts tokens against a
+    `tpm`, and the endpoint streams usage only when asked; the returned flag says to strip
+    that chunk, which the caller did not ask for."""
+    options = kwargs.get("stream_options") or {}
+    counted = send.slot_tokens is not None and send.route.tpm is not None
+    if (
+        not shape.ask_usage
+        or options.get("include_usage")
+        or (send.candidate.price is None and send.held is None and not counted)
+    ):
+        return kwargs, False
+    return {**kwargs, "stream_options": {**options, "include_usage": True}}, True
+
+
+def stream(
+    plan: Plan,
+    endpoint: Endpoint,
+    kwargs: dict[str, Any],
+    *,
+    restart: bool,
+    on_restart: Callable[[StreamRestart], None] | None,
+) -> Routed[RoutedStream]:
+    """Route a streamed call: fall through until a route's first chunk, then hand over."""
+    shape = endpoint.stream
+    assert shape is not None
+
+    def open_stream(send: Send) -> Opened:
+        call_kwargs, strip = _stream_kwargs(kwargs, send, shape)
+        source = transport.send(endpoint.function, call_kwargs, plan, send)
+        iterator = iter(source)
+        first = next(iterator, None)
+        if first is None or shape.hollow(first):
+            raise transport.stream_cut_error(send.route, "")
+        return source, iterator, first, strip
+
+    opened, send = drive(plan, open_stream, final=False)
+    routed = RoutedStream(
+        opened,
+        plan,
+        send,
+        shape=shape,
+        reopen=(lambda: drive(plan, open_stream, final=False)) if restart else None,
+        on_restart=on_restart,
+    )
+    return Routed(routed, send.route, plan.journey)
+
+
+async def astream(
+    plan: Plan,
+    endpoint: Endpoint,
+    kwargs: dict[str, Any],
+    *,
+    restart: bool,
+    on_restart: Callable[[StreamRestart], None] | None,
+) -> Routed[AsyncRoutedStream]:
+    """The async twin of `stream`."""
+    shape = endpoint.stream
+    assert shape is not None
+
+    async def open_stream(send: Send) -> Opened:
+        call_kwargs, strip = _stream_kwargs(kwargs, send, shape)
+        source = await transport.asend(endpoint.afunction, call_kwargs, plan, send)
+        iterator = source.__aiter__()
+        first = await anext(iterator, None)
+        if first is None or shape.hollow(first):
+            raise transport.stream_cut_error(send.route, "")
+        return source, iterator, first, strip
+
+    opened, send = await adrive(plan, open_stream, final=False)
+    routed = AsyncRoutedStream(
+        opened,
+        plan,
+        send,
+        shape=shape,
+        reopen=(lambda: adrive(plan, open_stream, final=False)) if restart else None,
+        on_restart=on_restart,
+    )
+    return Routed(routed, send.route, plan.journey)

@@ -1,0 +1,268 @@
+"""Route and Reach: one way to reach one model, and where it sends the data.
+
+A route is a LiteLLM model string plus the LiteLLM keyword arguments that go with it
+(`api_base`, `api_key`, `api_version`, `extra_headers`, ...), the group callers reach it by,
+its reach, and capability overrides. Its reach is what the on-device floor trusts, so it is
+decided to fail closed (see `reach.py`): a declared reach always wins; otherwise a route is
+on-device only when the host it will really connect to is loopback and what answers there
+is a local server, never a hosted vendor model behind a proxy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from ..policies.capabilities import Capability, parse_declared
+from .deadline import check_timeout
+from .errors import ConfigError
+from .reach import Reach, infer
+
+__all__ = ["Reach", "Route", "redact", "unique_names"]  # Reach is re-exported from reach.py
+
+
+# Keyword arguments the router owns: a caller's or route's value would defeat a promise.
+_OWNED = {
+    "model": "the model string is the Route's first argument",
+    "messages": "messages belong to the call, not the route",
+    "stream": "stream belongs to the call, not the route",
+    "num_retries": "LiteLLM's retries are off; use retry=Retry(...) on the router or route",
+    "max_retries": "LiteLLM's retries are off; use retry=Retry(...) on the router or route",
+    "fallbacks": "the router decides fallbacks; list the routes in one group instead",
+    "context_window_fallback_dict": "the router decides fallbacks; list routes in one group",
+}
+
+_SECRET_WORDS = ("key", "token", "secret", "password", "authorization", "credential")
+
+
+def _is_secret_name(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+def _secrets_in(kwargs: Mapping[str, Any]) -> tuple[str, ...]:
+    found: list[str] = []
+    for name, value in kwargs.items():
+        if isinstance(value, Mapping):
+            found.extend(str(v) for k, v in value.items() if _is_secret_name(str(k)) and v)
+        elif _is_secret_name(name) and isinstance(value, str) and value:
+            found.append(value)
+    # A bearer header holds the key after "Bearer ": redact the bare key too.
+    found.extend(s.split(" ", 1)[1] for s in list(found) if s.lower().startswith("bearer "))
+    return tuple(sorted({s for s in found if len(s) >= 4}, key=len, reverse=True))
+
+
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    """Return `text` with every secret in `secrets` replaced by `***`."""
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, "***")
+    return text
+
+
+class Route:
+    """One way to reach one model: a LiteLLM model string and the call kwargs for it.
+
+    `Route("openai/gpt-4o-mini", group="smart", api_key=...)` routes calls to group `smart`
+    through `litellm.completion(model="openai/gpt-4o-mini", api_key=..., ...)`. Every keyword
+    that is not one of the route's own (`group`, `name`, `reach`, `capabilities`, `prices`,
+    `retry`) is passed to LiteLLM as written. A route is immutable.
+
+    - `group` defaults to the model string, so an ungrouped route is reached by its model.
+    - `name` labels the route in journeys and logs; it defaults to the model string and the
+      router makes duplicates unique.
+    - `reach`: a declared reach always wins. Undeclared, the route is `ON_DEVICE` only when
+      its `api_base` host (or, without one, its provider's default base: `ollama` and
+      `llamafile` are loopback) is `localhost`, 127.0.0.0/8 or ::1 *and* it is a
+      local-serving provider or a model LiteLLM does not list; a hosted vendor model behind
+      a loopback proxy stays `VENDOR`. `reach_reason` says how the reach was decided.
+    - `capabilities` override what LiteLLM's model info says, e.g. `{"tools": True}`.
+    - `output_limit` declares the most tokens the model writes in one reply, for a model
+      LiteLLM's info does not know: a budget bounds calls without `max_tokens` by it.
+    - `rpm` and `tpm` are the provider account's requests and tokens per minute for this
+      route: the router counts them in its store and skips the route, before sending,
+      while the window is full (see `limits.py`).
+
+    Secrets (`api_key`, any kwarg whose name says key, token, secret or password, and such
+    headers) never appear in the repr, and the router redacts them from journeys, logs and
+    error texts. The route does not check a key works: `router.preflight()` does.
+    """
+
+    __slots__ = (
+        "_capabilities",
+        "_kwargs",
+        "_secrets",
+        "group",
+        "model",
+        "name",
+        "output_limit",
+        "prices",
+        "reach",
+        "reach_declared",
+        "reach_reason",
+        "retry",
+        "rpm",
+        "tpm",
+    )
+
+    model: str
+    group: str
+    name: str
+    reach: Reach
+    reach_declared: bool
+    reach_reason: str
+    output_limit: int | None
+    rpm: int | None
+    tpm: int | None
+    prices: Any
+    retry: Any
+    _kwargs: Mapping[str, Any]
+    _capabilities: Mapping[Capability, bool]
+    _secrets: tuple[str, ...]
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        group: str | None = None,
+        name: str | None = None,
+        reach: Reach | str | None = None,
+        capabilities: Mapping[str, bool] | None = None,
+        prices: Any = None,
+        retry: Any = None,
+        output_limit: int | None = None,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        **litellm_kwargs: Any,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError(f"Route model must be a LiteLLM model string, got {model!r}")
+        for key in litellm_kwargs:
+            if key in _OWNED:
+                raise ConfigError(f"Route({model!r}): {key}= is not accepted: {_OWNED[key]}")
+        if group is not None and (not isinstance(group, str) or not group.strip()):
+            raise ConfigError(f"Route({model!r}): group must be a non-empty string, got {group!r}")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ConfigError(f"Route({model!r}): name must be a non-empty string, got {name!r}")
+        api_base = litellm_kwargs.get("api_base") or litellm_kwargs.get("base_url")
+        if api_base is not None and not isinstance(api_base, str):
+            raise ConfigError(f"Route({model!r}): api_base must be a URL string, got {api_base!r}")
+        check_timeout(litellm_kwargs.get("timeout"), f"Route({model!r}).timeout")
+        for field, value in (("output_limit", output_limit), ("rpm", rpm), ("tpm", tpm)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ConfigError(
+                    f"Route({model!r}).{field} must be a whole number >= 1, got {value!r}"
+                )
+        set_ = object.__setattr__
+        set_(self, "model", model)
+        set_(self, "group", group or model)
+        set_(self, "name", name or model)
+        set_(self, "_kwargs", MappingProxyType(dict(litellm_kwargs)))
+        set_(self, "_secrets", _secrets_in(litellm_kwargs))
+        set_(
+            self,
+            "_capabilities",
+            MappingProxyType(parse_declared(capabilities, f"Route({model!r}).capabilities")),
+        )
+        if reach is None:
+            inferred, why = infer(model, self.provider, api_base, self._listed_provider)
+            set_(self, "reach", inferred)
+            set_(self, "reach_reason", why)
+            set_(self, "reach_declared", False)
+        else:
+            try:
+                set_(self, "reach", Reach(reach))
+            except ValueError:
+                raise ConfigError(
+                    f"Route({model!r}).reach must be 'on_device' or 'vendor', got {reach!r}"
+                ) from None
+            set_(self, "reach_reason", "declared")
+            set_(self, "reach_declared", True)
+        set_(self, "prices", prices)
+        set_(self, "retry", retry)
+        set_(self, "output_limit", output_limit)
+        set_(self, "rpm", rpm)
+        set_(self, "tpm", tpm)
+
+    def _listed_provider(self) -> str | None:
+        from ..drive import transport  # LiteLLM is asked only for a loopback route
+
+        return transport.listed_provider(self)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Route is immutable; build a new one instead of setting {name}")
+
+    @property
+    def provider(self) -> str:
+        """The provider prefix of the model string (`openai` in `openai/gpt-4o-mini`), or ''."""
+        return self.model.split("/", 1)[0] if "/" in self.model else ""
+
+    @property
+    def kwargs(self) -> Mapping[str, Any]:
+        """The LiteLLM keyword arguments sent with every call on this route (read-only)."""
+        return self._kwargs
+
+    @property
+    def capabilities(self) -> Mapping[Capability, bool]:
+        """The route's own capability declarations (read-only), before LiteLLM's info."""
+        return self._capabilities
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The secret values among the route's kwargs, longest first, for redaction."""
+        return self._secrets
+
+    def redact(self, text: str) -> str:
+        """`text` with this route's secrets replaced by `***`."""
+        return redact(text, self._secrets)
+
+    def with_name(self, name: str) -> Route:
+        """The same route under another name."""
+        return Route(
+            self.model,
+            group=self.group,
+            name=name,
+            reach=self.reach if self.reach_declared else None,
+            capabilities={c.value: v for c, v in self._capabilities.items()},
+            prices=self.prices,
+            retry=self.retry,
+            output_limit=self.output_limit,
+            rpm=self.rpm,
+            tpm=self.tpm,
+            **self._kwargs,
+        )
+
+    def __repr__(self) -> str:
+        shown = {
+            k: ("***" if _is_secret_name(k) else _redact_mapping(v))
+            for k, v in self._kwargs.items()
+        }
+        parts = [repr(self.model), f"group={self.group!r}"]
+        if self.name != self.model:
+            parts.append(f"name={self.name!r}")
+        parts.append(f"reach={self.reach.value}{'' if self.reach_declared else ' (inferred)'}")
+        if self._capabilities:
+            parts.append(f"capabilities={ {c.value: v for c, v in self._capabilities.items()} }")
+        parts.extend(f"{k}={v}" for k, v in (("rpm", self.rpm), ("tpm", self.tpm)) if v)
+        parts.extend(f"{k}={v!r}" for k, v in shown.items())
+        return f"Route({', '.join(parts)})"
+
+
+def _redact_mapping(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: ("***" if _is_secret_name(str(k)) else v) for k, v in value.items()}
+    return value
+
+
+def unique_names(routes: list[Route]) -> list[Route]:
+    """Routes with names made unique: a repeated name gets `#2`, `#3`, ... appended."""
+    seen: dict[str, int] = {}
+    out = []
+    for r in routes:
+        n = seen.get(r.name, 0) + 1
+        seen[r.name] = n
+        out.append(r if n == 1 else r.with_name(f"{r.name}#{n}"))
+    return out

@@ -1,0 +1,243 @@
+"""Observation: every decision goes to observers as a frozen record.
+
+The records are the journey's own `Skip`, `Attempt` and `Waited`, the breaker's
+`RestOpened` and `RestClosed`, and a shared store's `StoreLost` and `StoreBack`. An observer
+is any callable taking one record; it must not raise (an observer that does is reported
+once and otherwise ignored: observing never fails a call).
+The default, `LogObserver`, writes loguru lines under the `policy_router` name, which the
+package disables on import: `logger.enable("policy_router")` turns them on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from ..core.journey import Attempt, Skip, Waited
+from ..policies.breaker import RestClosed, RestOpened
+from ..state.store import StoreBack, StoreLost
+
+__all__ = [
+    "AttemptLog",
+    "LogObserver",
+    "Observer",
+    "fan_out",
+    "read_attempts",
+    "read_skips",
+    "to_pandas",
+]
+
+Observer = Callable[[object], None]
+
+
+class LogObserver:
+    """Loguru lines: a route's first rest of an outage at WARNING with the provider's own
+    error text, later rests and every skip, attempt or wait for capacity at DEBUG (with the
+    request's id), a recovery at INFO; a shared store lost, and back, at WARNING."""
+
+    def __call__(self, record: object) -> None:
+        log = logger
+        if isinstance(record, Skip | Attempt | Waited):  # the common record first
+            log.debug("policy_router: [{}] {}", record.journey_id, record)
+        elif isinstance(record, RestOpened):
+            if record.first:
+                log.warning(
+                    "policy_router: {} rests {:.0f} s after {} failures: {}",
+                    record.route,
+                    record.rest,
+                    record.failures,
+                    record.error,
+                )
+            else:
+                log.debug("policy_router: {} rests again for {:.0f} s", record.route, record.rest)
+        elif isinstance(record, RestClosed):
+            log.info("policy_router: {} recovered after {} failures", record.route, record.failures)
+        elif isinstance(record, StoreLost):
+            log.warning(
+                "policy_router: Redis at {} is unreachable ({}): budgets refuse calls and "
+                "health uses this process's own view until it answers again",
+                record.store,
+                record.error,
+            )
+        elif isinstance(record, StoreBack):
+            log.warning(
+                "policy_router: Redis at {} answers again after {:.1f} s; shared budgets "
+                "and health resumed",
+                record.store,
+                record.after,
+            )
+
+
+def fan_out(observers: Sequence[Observer]) -> Observer:
+    """One observer that calls each of `observers`, isolating their failures."""
+    broken: set[int] = set()
+
+    def emit(record: object) -> None:
+        for observer in observers:
+            try:
+                observer(record)
+            except Exception as error:  # an observer must never fail a call
+                if id(observer) not in broken:
+                    broken.add(id(observer))
+                    logger.warning(
+                        "policy_router: observer {!r} raised {!r}; ignoring it", observer, error
+                    )
+
+    return emit
+
+
+_COLUMNS = (
+    "time",
+    "group_name",
+    "route",
+    "outcome",
+    "fault",
+    "status",
+    "latency",
+    "first_chunk",
+    "tokens_in",
+    "tokens_out",
+    "cost_micros",
+    "currency",
+    "journey_id",
+    "error",
+)
+_SKIP_COLUMNS = ("time", "group_name", "route", "check_name", "reason", "journey_id")
+_SCHEMA = (
+    f"CREATE TABLE IF NOT EXISTS attempts ({', '.join(_COLUMNS)})",
+    f"CREATE TABLE IF NOT EXISTS skips ({', '.join(_SKIP_COLUMNS)})",
+)
+
+
+class AttemptLog:
+    """An observer that appends one row per attempt, and one per skip, to a SQLite file.
+
+    Table `attempts`, columns: time (Unix seconds), group_name, route, outcome ("answered"
+    or the fault), fault (None when answered), status, latency (seconds; for a stream, to
+    its first chunk), first_chunk (a stream's time to first chunk, else None), tokens_in,
+    tokens_out, cost_micros and currency (None when unpriced), journey_id, error (the
+    provider's error text, secrets redacted; None when answered). Table `skips`: time,
+    group_name, route, check_name ("rate_limit", "budget", ...), reason (the sentence),
+    journey_id. A log written by an earlier version gains the new column and table on
+    first write. Safe from several threads and processes (SQLite's own locking, WAL
+    journal). Writes are best-effort: a failing log never fails a call, and says so once
+    (a loguru WARNING).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._warned = False
+        self._ready = False
+
+    def __call__(self, record: object) -> None:
+        columns: tuple[str, ...]
+        if isinstance(record, Attempt):
+            table, columns, row = "attempts", _COLUMNS, attempt_row(record, time.time())
+        elif isinstance(record, Skip):
+            table, columns, row = "skips", _SKIP_COLUMNS, skip_row(record, time.time())
+        else:
+            return
+        import sqlite3
+
+        try:
+            with self._lock, sqlite3.connect(self.path, timeout=5.0) as db:
+                if not self._ready:
+                    _prepare(db)
+                    self._ready = True
+                db.execute(
+                    f"INSERT INTO {table} ({', '.join(columns)}) "
+                    f"VALUES ({', '.join('?' * len(columns))})",
+                    tuple(row[c] for c in columns),
+                )
+        except (sqlite3.Error, OSError) as error:
+            if not self._warned:
+                self._warned = True
+                logger.warning(
+                    "policy_router: the attempt log {} failed ({}); calls go on without it",
+                    self.path,
+                    error,
+                )
+
+
+def attempt_row(record: Attempt, at: float) -> dict[str, Any]:
+    """An attempt as a row of the attempt log's `attempts` table, logged at `at`."""
+    usage, cost = record.usage, record.cost
+    return {
+        "time": at,
+        "group_name": record.group,
+        "route": record.route,
+        "outcome": record.outcome,
+        "fault": None if record.ok else record.outcome,
+        "status": record.status,
+        "latency": record.elapsed,
+        "first_chunk": record.elapsed if record.streamed else None,
+        "tokens_in": usage.prompt if usage else None,
+        "tokens_out": usage.completion if usage else None,
+        "cost_micros": cost.micros if cost else None,
+        "currency": cost.currency if cost else None,
+        "journey_id": record.journey_id,
+        "error": record.error or None,
+    }
+
+
+def skip_row(record: Skip, at: float) -> dict[str, Any]:
+    """A skip as a row of the attempt log's `skips` table, logged at `at`."""
+    return {
+        "time": at,
+        "group_name": record.group,
+        "route": record.route,
+        "check_name": record.check.value,
+        "reason": record.reason,
+        "journey_id": record.journey_id,
+    }
+
+
+def _prepare(db: Any) -> None:
+    """Create the tables, and bring a log from an earlier version up to date."""
+    db.execute("PRAGMA journal_mode=WAL")
+    for statement in _SCHEMA:
+        db.execute(statement)
+    have = {row[1] for row in db.execute("PRAGMA table_info(attempts)")}
+    for column in _COLUMNS:
+        if column not in have:
+            db.execute(f"ALTER TABLE attempts ADD COLUMN {column}")
+
+
+def _read(path: str | Path, table: str) -> list[dict[str, Any]]:
+    import sqlite3
+
+    with sqlite3.connect(Path(path), timeout=5.0) as db:
+        db.row_factory = sqlite3.Row
+        if not db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).fetchone():
+            return []
+        return [dict(row) for row in db.execute(f"SELECT * FROM {table} ORDER BY rowid")]
+
+
+def read_attempts(path: str | Path) -> list[dict[str, Any]]:
+    """Every attempt row of an attempt log, oldest first, as dicts keyed by column name."""
+    return _read(path, "attempts")
+
+
+def read_skips(path: str | Path) -> list[dict[str, Any]]:
+    """Every skip row of an attempt log (a route passed over, and why), oldest first;
+    empty for a log written before skips were logged."""
+    return _read(path, "skips")
+
+
+def to_pandas(path: str | Path) -> Any:
+    """The attempt log as a pandas DataFrame (needs pandas installed)."""
+    try:
+        import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        raise ImportError(
+            "to_pandas needs pandas: pip install 'policy-router[notebooks]'"
+        ) from None
+    return pd.DataFrame(read_attempts(path), columns=list(_COLUMNS))

@@ -1,0 +1,516 @@
+"""OpenTelemetry traces and metrics of every request and attempt: `OTelObserver`.
+
+    from policy_router.integrations.otel import OTelObserver
+    router = Router(routes, observers=[OTelObserver()])
+
+Needs the `otel` extra (`pip install 'policy-router[otel]'`, which is `opentelemetry-api`
+alone). The library configures no exporter: it uses the tracer and meter providers your
+application set up (or the ones given), and without an SDK every call is a no-op.
+
+**Traces.** One span per request, `policy_router.request` (kind INTERNAL), started in the
+caller's current context, so a routed call nests inside the application's trace; one child
+span per attempt, named `{gen_ai.operation.name} {gen_ai.request.model}` (kind CLIENT), with
+the OpenTelemetry GenAI semantic conventions: `gen_ai.operation.name` (`chat`, `embeddings`,
+`text_completion`), `gen_ai.provider.name` (`openai`, `anthropic`, `aws.bedrock`,
+`gcp.vertex_ai`, ...; LiteLLM's provider name otherwise), `gen_ai.request.model`, the
+request's caps and sampling settings, `server.address`/`server.port`,
+`gen_ai.usage.input_tokens`/`output_tokens`, and `error.type` on a failed attempt (the
+router's fault kind: `rate_limited`, `server_error`, `timeout`, `connection`, `stream_cut`,
+`access`, `bad_request`, `refused`, or `not_sent` for a request that never left the
+process). The router's own attributes are under `policy_router.*`: `request_id` (the
+journey's id), `group`, `route`, `attempt`, `cost_micros`, `currency`, `outcome`,
+`answered_by`, `attempts`, and on an attempt `retry` (its retry number, when it is one) and
+`probe` (when it is a resting route's half-open probe). Skips are events on the request span (`policy_router.skip`, with
+`policy_router.route`, `policy_router.check` and `policy_router.skip_reason`); a wait for
+capacity is a `policy_router.wait` event. A stream's spans end when the stream ends.
+
+**Metrics** (units in braces are counts): `policy_router.requests` {request} and
+`policy_router.attempts` {attempt} counters by outcome (an attempt's outcome is "answered",
+its fault kind, or "skipped" with `policy_router.check`), `policy_router.cost` {micro}
+(millionths of `policy_router.currency`) by route, `policy_router.request.duration` and
+`policy_router.attempt.duration` histograms (s), `policy_router.in_flight` {attempt} (an
+up-down counter), the GenAI conventions' `gen_ai.client.operation.duration` (s) and
+`gen_ai.client.token.usage` {token}, and, for each router the observer is given to, gauges
+`policy_router.budget.spent` and `policy_router.budget.reserved` {micro} and
+`policy_router.routes.resting` {route}, read from the router's store when collected.
+
+Prompts and replies are never recorded.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+try:
+    from opentelemetry import metrics as metrics_api
+    from opentelemetry import trace
+    from opentelemetry.metrics import CallbackOptions, Observation
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+except ImportError:  # pragma: no cover - exercised by a test that hides the package
+    raise ImportError(
+        "OTelObserver needs opentelemetry-api: pip install 'policy-router[otel]'"
+    ) from None
+
+from ..core.events import AttemptStarted, RequestEnded, RequestStarted
+from ..core.journey import Attempt, Check, Skip, Waited
+from ..ground.errors import ConfigError, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from ..ground.route import Route
+    from ..policies.requirements import Requirements
+    from ..router import Router
+
+__all__ = ["OTelObserver"]
+
+_MAX_OPEN = 10_000
+
+_OPERATIONS = {
+    "chat": "chat",
+    "responses": "chat",
+    "embedding": "embeddings",
+    "completion": "text_completion",
+}
+
+# LiteLLM's provider names to the conventions' well-known `gen_ai.provider.name` values.
+_PROVIDERS = {
+    "openai": "openai",
+    "text-completion-openai": "openai",
+    "anthropic": "anthropic",
+    "bedrock": "aws.bedrock",
+    "bedrock_converse": "aws.bedrock",
+    "sagemaker": "aws.bedrock",
+    "azure": "azure.ai.openai",
+    "azure_text": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference",
+    "vertex_ai": "gcp.vertex_ai",
+    "vertex_ai_beta": "gcp.vertex_ai",
+    "gemini": "gcp.gemini",
+    "cohere": "cohere",
+    "cohere_chat": "cohere",
+    "deepseek": "deepseek",
+    "groq": "groq",
+    "mistral": "mistral_ai",
+    "perplexity": "perplexity",
+    "xai": "x_ai",
+    "watsonx": "ibm.watsonx.ai",
+}
+
+# The call's settings as the conventions' request attributes.
+_SETTINGS = {
+    "max_tokens": "gen_ai.request.max_tokens",
+    "max_completion_tokens": "gen_ai.request.max_tokens",
+    "max_output_tokens": "gen_ai.request.max_tokens",
+    "temperature": "gen_ai.request.temperature",
+    "top_p": "gen_ai.request.top_p",
+    "top_k": "gen_ai.request.top_k",
+    "seed": "gen_ai.request.seed",
+    "n": "gen_ai.request.choice.count",
+    "frequency_penalty": "gen_ai.request.frequency_penalty",
+    "presence_penalty": "gen_ai.request.presence_penalty",
+    "stop": "gen_ai.request.stop_sequences",
+}
+
+
+@dataclass(slots=True)
+class _Open:
+    """A request in progress: its span, its operation and settings, its open attempt."""
+
+    span: Any
+    operation: str
+    settings: dict[str, Any]
+    group: str
+    started: float
+    attempt: Any = None
+    attempt_route: Route | None = None
+    attempt_started: float = 0.0
+    attempt_attrs: dict[str, Any] | None = None
+
+
+def _settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        name = _SETTINGS.get(key)
+        if name is None:
+            continue
+        if key == "stop":
+            value = [value] if isinstance(value, str) else [str(v) for v in value]
+        if isinstance(value, bool | int | float | str | list):
+            out[name] = value
+    return out
+
+
+class OTelObserver:
+    """Observer that turns the router's records into OpenTelemetry spans and metrics.
+
+    `tracer_provider` and `meter_provider` default to the global ones; `traces=False` or
+    `metrics=False` leaves one signal out. Give the same observer to several routers if you
+    like: each router it is given to gets its own gauges (by `policy_router.router`, the
+    router's name). It never raises into a call (the router isolates observers anyway) and
+    records no prompt or reply content.
+    """
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
+        traces: bool = True,
+        metrics: bool = True,
+    ) -> None:
+        package, version = "policy_router", _version()
+        self._tracer = (
+            trace.get_tracer(package, version, tracer_provider=tracer_provider) if traces else None
+        )
+        self._lock = threading.Lock()
+        # Requests still open, by journey id (oldest first); bounded, so requests that
+        # never end (a crash between start and end) cannot grow it without limit.
+        self._open: dict[str, _Open] = {}
+        self._described: dict[Requirements, str] = {}
+        self._providers: dict[str, tuple[str, str | None, int | None]] = {}
+        self._routers: list[weakref.ReferenceType[Router]] = []
+        self._meter = (
+            metrics_api.get_meter(package, version, meter_provider=meter_provider)
+            if metrics
+            else None
+        )
+        if self._meter is not None:
+            self._instruments(self._meter)
+
+    # -- instruments -------------------------------------------------------------------------
+    def _instruments(self, meter: Any) -> None:
+        self._requests = meter.create_counter(
+            "policy_router.requests", unit="{request}", description="Requests by outcome"
+        )
+        self._attempts = meter.create_counter(
+            "policy_router.attempts",
+            unit="{attempt}",
+            description="Attempts by route and outcome (answered, a fault kind, or skipped)",
+        )
+        self._cost = meter.create_counter(
+            "policy_router.cost",
+            unit="{micro}",
+            description="Cost charged, in millionths of policy_router.currency",
+        )
+        self._request_duration = meter.create_histogram(
+            "policy_router.request.duration", unit="s", description="Request duration"
+        )
+        self._attempt_duration = meter.create_histogram(
+            "policy_router.attempt.duration", unit="s", description="Attempt duration"
+        )
+        self._in_flight = meter.create_up_down_counter(
+            "policy_router.in_flight", unit="{attempt}", description="Attempts in flight"
+        )
+        self._operation_duration = meter.create_histogram(
+            "gen_ai.client.operation.duration", unit="s", description="GenAI operation duration"
+        )
+        self._token_usage = meter.create_histogram(
+            "gen_ai.client.token.usage", unit="{token}", description="Tokens used"
+        )
+        meter.create_observable_gauge(
+            "policy_router.budget.spent",
+            callbacks=[self._spent],
+            unit="{micro}",
+            description="Budget spent, in millionths of policy_router.currency",
+        )
+        meter.create_observable_gauge(
+            "policy_router.budget.reserved",
+            callbacks=[self._reserved],
+            unit="{micro}",
+            description="Budget held by calls in flight, in millionths of the currency",
+        )
+        meter.create_observable_gauge(
+            "policy_router.routes.resting",
+            callbacks=[self._resting],
+            unit="{route}",
+            description="Routes resting after failures",
+        )
+
+    def attach(self, router: Router) -> None:
+        """Called by `Router` when it is built with this observer: its gauges are read from
+        the router's store when the metrics are collected."""
+        self._routers.append(weakref.ref(router))
+
+    def _live(self) -> list[Router]:
+        return [r for ref in self._routers if (r := ref()) is not None]
+
+    def _spent(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return self._budget("spent")
+
+    def _reserved(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return self._budget("reserved")
+
+    def _budget(self, field: str) -> Iterable[Observation]:
+        out = []
+        for router in self._live():
+            try:
+                spending = router.spending()
+            except (ConfigError, StoreUnavailableError):
+                continue  # no budget, or nothing true to report until the store answers
+            money = getattr(spending, field)
+            out.append(
+                Observation(
+                    money.micros,
+                    {"policy_router.router": router.name, "policy_router.currency": money.currency},
+                )
+            )
+        return out
+
+    def _resting(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(len(router.resting()), {"policy_router.router": router.name})
+            for router in self._live()
+        ]
+
+    # -- records -----------------------------------------------------------------------------
+    def __call__(self, record: object) -> None:
+        if isinstance(record, Attempt):
+            self._attempt_ended(record)
+        elif isinstance(record, Skip):
+            self._skipped(record)
+        elif isinstance(record, AttemptStarted):
+            self._attempt_started(record)
+        elif isinstance(record, RequestStarted):
+            self._request_started(record)
+        elif isinstance(record, RequestEnded):
+            self._request_ended(record)
+        elif isinstance(record, Waited):
+            with self._lock:
+                request = self._open.get(record.journey_id)
+            if request is not None and request.span is not None:
+                request.span.add_event(
+                    "policy_router.wait",
+                    {"policy_router.wait_seconds": record.seconds, "policy_router.why": record.why},
+                )
+
+    def _request_started(self, record: RequestStarted) -> None:
+        operation = _OPERATIONS.get(record.operation, record.operation)
+        settings = _settings(record.settings)
+        span = None
+        if self._tracer is not None:
+            # The caller's current context is the parent: this runs in its thread or task.
+            span = self._tracer.start_span(
+                "policy_router.request",
+                kind=SpanKind.INTERNAL,
+                attributes={"gen_ai.operation.name": operation},
+            )
+            if span.is_recording():  # a sampled-out span is not worth describing
+                span.set_attributes(
+                    {
+                        "policy_router.request_id": record.journey_id,
+                        "policy_router.group": record.group,
+                        "policy_router.requirements": self._describe(record.needs),
+                    }
+                )
+            else:
+                span = None
+        started = _Open(span, operation, settings, record.group, time.perf_counter())
+        with self._lock:
+            self._open[record.journey_id] = started
+            if len(self._open) > _MAX_OPEN:
+                del self._open[next(iter(self._open))]
+
+    def _attempt_started(self, record: AttemptStarted) -> None:
+        with self._lock:
+            request = self._open.get(record.journey_id)
+        if request is None:
+            return
+        route = record.route
+        provider, host, port = self._where(route)
+        model = route.model.split("/", 1)[1] if "/" in route.model else route.model
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": request.operation,
+            "gen_ai.provider.name": provider,
+            "gen_ai.request.model": model,
+        }
+        if host is not None:
+            attrs["server.address"] = host
+            if port is not None:
+                attrs["server.port"] = port
+        request.attempt_attrs = attrs
+        request.attempt_route = route
+        request.attempt_started = time.perf_counter()
+        if self._meter is not None:
+            self._in_flight.add(1, {"policy_router.route": route.name})
+        if request.span is not None and self._tracer is not None:
+            # The conventions' sampling-relevant attributes go in at the start; the rest
+            # only on a span that records.
+            span = self._tracer.start_span(
+                f"{request.operation} {model}",
+                context=trace.set_span_in_context(request.span),
+                kind=SpanKind.CLIENT,
+                attributes=attrs,
+            )
+            if span.is_recording():
+                more = {
+                    **request.settings,
+                    "policy_router.request_id": record.journey_id,
+                    "policy_router.route": route.name,
+                    "policy_router.attempt": record.attempt,
+                }
+                if record.number > 1:
+                    more["policy_router.retry"] = record.number - 1
+                if record.probe:
+                    more["policy_router.probe"] = True
+                span.set_attributes(more)
+            request.attempt = span
+
+    def _attempt_ended(self, record: Attempt) -> None:
+        with self._lock:
+            request = self._open.get(record.journey_id)
+        if request is None or request.attempt_route is None:
+            return
+        self._close_attempt(request, record.route, record.outcome, record, sent=True)
+
+    def _skipped(self, record: Skip) -> None:
+        with self._lock:
+            request = self._open.get(record.journey_id)
+        if request is None:
+            return
+        if record.check is Check.SEND and request.attempt_route is not None:
+            self._close_attempt(request, record.route, "not_sent", None, sent=False)
+        if request.span is not None:
+            request.span.add_event(
+                "policy_router.skip",
+                {
+                    "policy_router.route": record.route,
+                    "policy_router.check": record.check.value,
+                    "policy_router.skip_reason": record.reason,
+                },
+            )
+        if self._meter is not None:
+            self._attempts.add(
+                1,
+                {
+                    "policy_router.route": record.route,
+                    "policy_router.group": request.group,
+                    "policy_router.outcome": "skipped",
+                    "policy_router.check": record.check.value,
+                },
+            )
+
+    def _close_attempt(
+        self, request: _Open, route: str, outcome: str, record: Attempt | None, *, sent: bool
+    ) -> None:
+        elapsed = time.perf_counter() - request.attempt_started
+        attrs = request.attempt_attrs or {}
+        failed = outcome != "answered"
+        usage = record.usage if record is not None else None
+        cost = record.cost if record is not None else None
+        span = request.attempt
+        if span is not None:
+            ended: dict[str, Any] = {"policy_router.outcome": outcome}
+            if not sent:
+                ended["policy_router.sent"] = False
+            if usage is not None:
+                ended["gen_ai.usage.input_tokens"] = usage.prompt
+                ended["gen_ai.usage.output_tokens"] = usage.completion
+            if cost is not None:
+                ended["policy_router.cost_micros"] = cost.micros
+                ended["policy_router.currency"] = cost.currency
+            if record is not None and record.streamed and not failed:
+                ended["policy_router.time_to_first_chunk"] = record.elapsed
+            if failed:
+                ended["error.type"] = outcome
+                if record is not None and record.status:
+                    ended["http.response.status_code"] = record.status
+                span.set_status(Status(StatusCode.ERROR, record.error if record else outcome))
+            span.set_attributes(ended)
+            span.end()
+        request.attempt = None
+        request.attempt_route = None
+        if self._meter is None:
+            return
+        where = {"policy_router.route": route}
+        self._in_flight.add(-1, where)
+        labels = {**where, "policy_router.group": request.group, "policy_router.outcome": outcome}
+        self._attempts.add(1, labels)
+        if not sent:
+            return
+        self._attempt_duration.record(elapsed, labels)
+        conv = {**attrs, "error.type": outcome} if failed else attrs
+        self._operation_duration.record(elapsed, conv)
+        if usage is not None:
+            self._token_usage.record(usage.prompt, {**attrs, "gen_ai.token.type": "input"})
+            self._token_usage.record(usage.completion, {**attrs, "gen_ai.token.type": "output"})
+        if cost is not None:
+            self._cost.add(cost.micros, {**where, "policy_router.currency": cost.currency})
+
+    def _request_ended(self, record: RequestEnded) -> None:
+        with self._lock:
+            request = self._open.pop(record.journey_id, None)
+        if request is None:
+            return
+        journey = record.journey
+        outcome = "answered" if record.ok else str(record.error_type)
+        if request.attempt_route is not None:
+            # The caller went away with an attempt open (a cancelled task): close it too.
+            self._close_attempt(request, request.attempt_route.name, "cancelled", None, sent=True)
+        span = request.span
+        if span is not None:
+            ended: dict[str, Any] = {
+                "policy_router.outcome": outcome,
+                "policy_router.attempts": len(journey.attempts),
+                "policy_router.elapsed": journey.elapsed,
+            }
+            if journey.answered_by is not None:
+                ended["policy_router.answered_by"] = journey.answered_by
+            cost = journey.cost
+            if cost is not None:
+                ended["policy_router.cost_micros"] = cost.micros
+                ended["policy_router.currency"] = cost.currency
+            if not record.ok:
+                ended["error.type"] = outcome
+                span.set_status(Status(StatusCode.ERROR, outcome))
+            span.set_attributes(ended)
+            span.end()
+        if self._meter is not None:
+            labels = {
+                "policy_router.group": request.group,
+                "gen_ai.operation.name": request.operation,
+                "policy_router.outcome": outcome,
+            }
+            self._requests.add(1, labels)
+            self._request_duration.record(time.perf_counter() - request.started, labels)
+
+    def _describe(self, needs: Requirements) -> str:
+        described = self._described.get(needs)
+        if described is None:
+            described = self._described[needs] = needs.describe()
+        return described
+
+    def _where(self, route: Route) -> tuple[str, str | None, int | None]:
+        """The route's provider (as the conventions name it) and server, looked up once."""
+        found = self._providers.get(route.name)
+        if found is None:
+            provider = route.provider
+            if not provider:
+                from ..drive import transport
+
+                provider = transport.listed_provider(route) or "unknown"
+            base = route.kwargs.get("api_base") or route.kwargs.get("base_url")
+            host = port = None
+            if isinstance(base, str):
+                parts = urlsplit(base)
+                host, port = parts.hostname, parts.port
+            found = (_PROVIDERS.get(provider, provider), host, port)
+            self._providers[route.name] = found
+        return found
+
+    def __repr__(self) -> str:
+        signals = [s for s, on in (("traces", self._tracer), ("metrics", self._meter)) if on]
+        return f"OTelObserver({', '.join(signals) or 'nothing'})"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("policy-router")
+    except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
+        return "0"

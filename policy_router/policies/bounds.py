@@ -1,0 +1,202 @@
+"""What a request can be billed, bounded before it is sent: its prompt and its reply.
+
+A budget reserves a call's *worst case*, so these are bounds the provider's bill cannot
+exceed, not estimates:
+
+- **The prompt** is bounded by the UTF-8 length in bytes of everything the call sends that
+  a provider bills as input: every message (keys and values), `tools` and `functions`
+  schemas, `tool_choice`, the JSON schema LiteLLM derives from `response_format` (a pydantic
+  class is counted as the schema LiteLLM sends, not as its name), and `prediction`. The
+  tokenizers of the providers this package routes to (byte-level BPE at OpenAI and Meta,
+  Anthropic's, SentencePiece with byte fallback at Google and Mistral) never produce more
+  tokens than the text has bytes. Each message adds 8 tokens of chat formatting (OpenAI
+  documents 3-4), tools add 1,024 (Anthropic adds a tool-use system prompt of about 350),
+  and each image part adds `image_tokens` (50,000 by default: providers resize an image
+  before billing it, and a 2048x2048 image costs gpt-4o-mini about 37,000). Inline audio
+  (`input_audio`) counts by its base64 bytes: at the 8 kbit/s floor of mp3, 1,333 bytes a
+  second against OpenAI's 25 audio tokens a second, which covers audio rates up to 50x the
+  text rate. A file or document part, or a video, has no bound this package can compute
+  (its pages or seconds are billed, not its bytes): such a prompt is *unbounded*.
+- **The reply** is bounded per choice by `max_tokens` or `max_completion_tokens` (the
+  smaller when both are set), else by the route's default `max_tokens`, its declared
+  `output_limit`, or LiteLLM's `max_output_tokens` for the model; times `n` (every choice is
+  billed), plus `prediction` again, since OpenAI bills rejected prediction tokens as output
+  beyond `max_tokens`. Without any of these the reply is *unbounded*.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+__all__ = [
+    "IMAGE_TOKENS",
+    "PER_MESSAGE_TOKENS",
+    "TOOLS_TOKENS",
+    "RequestFacts",
+    "prompt_bound",
+    "reply_bound",
+    "reply_tokens",
+]
+
+PER_MESSAGE_TOKENS = 8
+TOOLS_TOKENS = 1024
+IMAGE_TOKENS = 50_000
+
+_IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
+# Billed by pages or seconds, not by the bytes sent: no bound is possible here.
+_UNBOUNDED_PARTS = frozenset(
+    {"file", "input_file", "document", "video_url", "input_video", "video", "audio_url"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFacts:
+    """What money decisions need to know about a request, measured once per request.
+
+    `prompt_tokens` is LiteLLM's token count (it orders routes by price); `prompt_bound`
+    bounds what any provider can bill as input (None: no bound); `reply_tokens` is the
+    per-choice cap the call itself sets (None: it sets none); `choices` is `n` when the
+    call sets it; `reply_extra` is output billed beyond the per-choice cap (`prediction`).
+    """
+
+    prompt_tokens: int
+    prompt_bound: int | None
+    reply_tokens: int | None
+    choices: int | None = None
+    reply_extra: int = 0
+
+
+def reply_bound(facts: RequestFacts, limit: int | None, choices: int = 1) -> int | None:
+    """The most reply tokens a route can bill for the request, or None when unbounded.
+
+    `limit` is the route's own per-choice cap when the call sets none (its default
+    `max_tokens`, declared `output_limit`, or LiteLLM's `max_output_tokens`); `choices`
+    is the route's default `n`.
+    """
+    per = facts.reply_tokens if facts.reply_tokens is not None else limit
+    if per is None:
+        return None
+    return (facts.choices or choices) * per + facts.reply_extra
+
+
+def counted_tokens(facts: RequestFacts, sent_cap: int | None, choices: int = 1) -> int:
+    """The tokens a provider counts against its tokens-per-minute limit when the request
+    arrives: the prompt's bound plus the reply cap the request sends (`max_tokens` for each
+    of `n` choices, the call's or else the route's default `sent_cap`), and `prediction`.
+
+    The model's own output maximum is not counted, as no provider counts it: a request
+    that sets no cap takes its prompt alone, and the window learns the rest when its slot
+    settles to the provider's usage.
+    """
+    per = facts.reply_tokens if facts.reply_tokens is not None else sent_cap
+    reply = (facts.choices or choices) * per if per is not None else 0
+    return (facts.prompt_bound or facts.prompt_tokens) + reply + facts.reply_extra
+
+
+def reply_tokens(kwargs: Mapping[str, Any], *names: str) -> int | None:
+    """The smallest whole-number cap among `kwargs[name]` for `names`, or None."""
+    caps = [v for n in names if isinstance(v := kwargs.get(n), int) and not isinstance(v, bool)]
+    return min(caps) if caps else None
+
+
+def _bytes(value: Any) -> int:
+    if isinstance(value, str):
+        # A lone surrogate cannot be sent at all; it is refused before this is reached.
+        return len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, Mapping):
+        return sum(_bytes(k) + _bytes(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return sum(_bytes(v) for v in value)
+    if value is None or isinstance(value, bool | int | float):
+        return len(str(value))
+    dump = getattr(value, "model_dump", None)
+    return _bytes(dump() if callable(dump) else str(value))
+
+
+def _parts(content: Any) -> tuple[int, bool]:
+    """Image parts in a message's content, nested tool results included, and whether a
+    part without a bound (a file, a video) is among them."""
+    if not isinstance(content, list | tuple):
+        return 0, False
+    images, unbounded = 0, False
+    for part in content:
+        if not isinstance(part, Mapping):
+            continue
+        kind = part.get("type")
+        if kind in _IMAGE_PARTS or (kind is None and "image_url" in part):
+            images += 1
+        elif kind in _UNBOUNDED_PARTS:
+            unbounded = True
+        inner_images, inner_unbounded = _parts(part.get("content"))
+        images += inner_images
+        unbounded = unbounded or inner_unbounded
+    return images, unbounded
+
+
+@lru_cache(maxsize=128)
+def _schema_bytes(response_format: type) -> int:
+    # The schema LiteLLM derives from a pydantic class is the same on every call.
+    from ..drive import transport
+
+    return len(json.dumps(transport.response_format_schema(response_format)).encode("utf-8"))
+
+
+def _response_format_bytes(response_format: Any) -> int:
+    if response_format is None:
+        return 0
+    if isinstance(response_format, type):
+        return _schema_bytes(response_format)
+    return _bytes(response_format)
+
+
+def prompt_bound(
+    kwargs: Mapping[str, Any],
+    image_tokens: int = IMAGE_TOKENS,
+    *,
+    texts: Sequence[str] = ("messages",),
+) -> int | None:
+    """An upper bound on the prompt tokens any provider can bill for this call, or None
+    when the call carries a part that has none (see the module docstring).
+
+    `texts` names the keyword arguments that carry the prompt itself (`messages` for chat;
+    `input`, `instructions` or `prompt` for the other endpoints); each counts as messages do.
+    """
+    bound = PER_MESSAGE_TOKENS
+    images = 0
+    for name in texts:
+        value = kwargs.get(name)
+        items = value if isinstance(value, list | tuple) else ([] if value is None else [value])
+        for item in items:
+            if not isinstance(item, Mapping):
+                content = item  # a text of `input` or `prompt`, or a list of token ids
+            elif (
+                isinstance(content := item.get("content"), str)
+                and len(item) == 2
+                and isinstance(item.get("role"), str)
+            ):
+                # The common message, {"role": ..., "content": "text"}, counted directly.
+                bound += len(content.encode("utf-8", "surrogatepass")) + len(item["role"]) + 11
+                bound += PER_MESSAGE_TOKENS
+                continue
+            bound += _bytes(item) + PER_MESSAGE_TOKENS
+            found, unbounded = _parts(content)
+            if unbounded:
+                return None
+            images += found
+    tools = [kwargs.get("tools"), kwargs.get("functions")]
+    if any(tools):
+        bound += _bytes([t for t in tools if t]) + TOOLS_TOKENS
+    for name in ("tool_choice", "function_call", "prediction"):
+        bound += _bytes(kwargs.get(name)) if kwargs.get(name) is not None else 0
+    bound += _response_format_bytes(kwargs.get("response_format"))
+    return bound + images * image_tokens
+
+
+def prediction_tokens(kwargs: Mapping[str, Any]) -> int:
+    """Output tokens a `prediction` can add beyond the reply cap (its bytes), else 0."""
+    prediction = kwargs.get("prediction")
+    return _bytes(prediction) if prediction is not None else 0

@@ -1,0 +1,208 @@
+"""The circuit breaker: per-route health as a pure state machine on an injected clock.
+
+    closed ──(`failures` provider faults in a row)──▶ open (rests `cooldown`)
+    closed ──(429)──▶ open (rests Retry-After, capped, else `cooldown`)
+    closed ──(401/403/404)──▶ open (rests `settled`)
+    open ──(rest over; the next request claims the probe)──▶ half-open
+    half-open ──(probe answers)──▶ closed, failures reset
+    half-open ──(probe fails)──▶ open, rest doubled (capped at `max_cooldown`)
+
+Only faults about the provider or the route's configuration count. A bad request or a
+refusal says nothing about the provider's health and never counts. While one request
+holds the half-open probe, every other request skips the route: a failing route costs
+one request per rest period. The state lives in the store (`Health` records), so a
+shared store gives every process one breaker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from ..core.journey import Check, Skip
+from ..ground.errors import ConfigError
+from ..ground.outcome import Fault, FaultKind
+from ..state.store import Health, Steps, Store, StoreCall
+
+__all__ = ["Breaker", "HealthBook", "RestClosed", "RestOpened"]
+
+
+@dataclass(frozen=True, slots=True)
+class Breaker:
+    """When a route rests, and for how long. Immutable; the state lives in the store.
+
+    `failures` consecutive provider faults (5xx, timeout, connection, cut stream) open the
+    breaker for `cooldown` seconds; a 429 opens it at once for the provider's Retry-After
+    (capped at `max_cooldown`) or `cooldown`; 401/403/404 rest the route for `settled`
+    seconds, since a wrong key or model does not heal by itself. A failed probe doubles the
+    rest, up to `max_cooldown`.
+    """
+
+    failures: int = 3
+    cooldown: float = 30.0
+    max_cooldown: float = 8 * 3600.0
+    settled: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.failures, bool)
+            or not isinstance(self.failures, int)
+            or self.failures < 1
+        ):
+            raise ConfigError(
+                f"Breaker failures must be a whole number >= 1, got {self.failures!r}"
+            )
+        for name in ("cooldown", "max_cooldown", "settled"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigError(f"Breaker {name} must be seconds > 0, got {value!r}")
+        if self.max_cooldown < self.cooldown:
+            raise ConfigError("Breaker max_cooldown must be at least cooldown")
+
+    # -- the pure transitions --------------------------------------------------------------
+    def admit(self, h: Health, now: float) -> tuple[Health, str | None]:
+        """May a request be sent now? Returns the new record and a reason when not."""
+        if h.state == "closed":
+            return h, None
+        if h.state == "half_open" and h.probing:
+            return h, f"half-open: another request is probing it (after {h.failures} failures)"
+        if now < h.rest_until:
+            return h, (
+                f"resting {h.rest_until - now:.1f} s more after {h.failures} "
+                f"failure{'s' * (h.failures != 1)}"
+            )
+        return replace(h, state="half_open", probing=True), None
+
+    def release(self, h: Health) -> Health:
+        """A probe claimed by a request that was then not sent is given back."""
+        return replace(h, probing=False) if h.probing else h
+
+    def succeeded(self, h: Health) -> Health:
+        return Health() if h != Health() else h
+
+    def failed(self, h: Health, fault: Fault, now: float) -> Health:
+        """The record after a fault; faults about the request or the work change nothing."""
+        kind = fault.kind
+        if kind.about in ("request", "work"):
+            return self.release(h)
+        failures = h.failures + 1
+        error = fault.message[:300]
+        if kind is FaultKind.ACCESS:
+            rest = self.settled
+        elif kind is FaultKind.RATE_LIMITED:
+            rest = min(fault.retry_after, self.max_cooldown) if fault.retry_after else self.cooldown
+        elif h.state == "half_open":
+            rest = min(max(h.rest, self.cooldown) * 2, self.max_cooldown)
+        elif failures >= self.failures:
+            rest = self.cooldown
+        else:
+            return replace(h, failures=failures, last_error=error)
+        return Health(
+            state="open",
+            failures=failures,
+            rest_until=now + rest,
+            rest=rest,
+            probing=False,
+            last_error=error,
+            opened=h.opened + (h.state == "closed"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RestOpened:
+    """A route started resting. `first` is True for the first rest of an outage."""
+
+    route: str
+    rest: float
+    failures: int
+    error: str
+    first: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RestClosed:
+    """A route that had rested answered its probe: it is healthy again."""
+
+    route: str
+    failures: int
+
+
+class HealthBook:
+    """A breaker bound to a store: admits routes and records outcomes, atomically.
+
+    Each method is a `Steps` generator (see `store.py`): it yields one `update_health`
+    call and does no I/O itself, so the sync and async drivers share it. `token` names the
+    attempt: a probe it claims is its own, and each of its writes is applied once however
+    often a shared store receives it (a retry after a lost reply counts no failure twice).
+    Outcomes are writes the request need not wait for; the claim is not.
+    """
+
+    def __init__(self, breaker: Breaker, store: Store, emit: Callable[[object], None]) -> None:
+        self.breaker = breaker
+        self.store = store
+        self._emit = emit
+
+    def admit(self, route: str, now: float, token: str = "") -> Steps[Skip | Literal[True] | None]:
+        """May the attempt `token` be sent to `route` at `now`? A Skip saying why not; True
+        when it may and holds the route's one half-open probe; None when it simply may."""
+        reason: str | None = None
+
+        def change(h: Health) -> Health:
+            nonlocal reason
+            new, reason = self.breaker.admit(h, now)
+            return new
+
+        h: Health = yield StoreCall("update_health", (route, change), _op(token, "admit"))
+        if reason is None:
+            return True if h.state == "half_open" else None
+        return Skip(
+            route,
+            Check.BREAKER,
+            reason,
+            {"rest_left": max(h.rest_until - now, 0.0), "failures": h.failures},
+        )
+
+    def release(self, route: str, token: str = "") -> Steps[None]:
+        """Give back a probe the attempt claimed but did not use."""
+        yield StoreCall(
+            "update_health", (route, self.breaker.release), _op(token, "release"), write=True
+        )
+
+    def succeeded(self, route: str, token: str = "") -> Steps[None]:
+        before: Health | None = None
+
+        def change(h: Health) -> Health:
+            nonlocal before
+            before = h
+            return self.breaker.succeeded(h)
+
+        yield StoreCall("update_health", (route, change), _op(token, "succeeded"), write=True)
+        if before is not None and before.state != "closed":
+            self._emit(RestClosed(route, before.failures))
+
+    def failed(self, route: str, fault: Fault, now: float, token: str = "") -> Steps[None]:
+        before: Health | None = None
+
+        def change(h: Health) -> Health:
+            nonlocal before
+            before = h
+            return self.breaker.failed(h, fault, now)
+
+        after: Health = yield StoreCall(
+            "update_health", (route, change), _op(token, "failed"), write=True
+        )
+        if after.state == "open" and before is not None and before.state != "open":
+            self._emit(
+                RestOpened(
+                    route,
+                    after.rest,
+                    after.failures,
+                    after.last_error,
+                    first=before.state == "closed",
+                )
+            )
+
+
+def _op(token: str, what: str) -> dict[str, str]:
+    return {"token": token, "op": f"{token}:{what}" if token else ""}

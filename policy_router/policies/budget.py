@@ -1,0 +1,309 @@
+"""Budget, Spending and reservations: a cap that refuses a call before it is sent.
+
+Before a call, its *worst case* is reserved atomically in the store: the prompt's bound at
+the highest rate a prompt token can have, plus the reply's bound at the highest rate a reply
+token can have (see `bounds.py` for why each bound holds, for every request shape LiteLLM
+accepts). After the call the reservation is replaced by the real cost (the response's usage
+priced by the route's own table). So concurrent calls whose bounds are finite can never
+together pass the cap.
+
+A call whose bound is not finite (no `max_tokens` and no known output limit for the model,
+or a file part in the prompt) may run when what *can* be bounded fits, and
+`Spending.overshoot_possible` then says the cap could have been passed; `Budget(strict=True)`
+refuses such calls instead.
+
+Every reservation carries an id, and the store applies its settle or release only while
+that id is held, so a write replayed after a lost reply changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Literal
+
+from ..core.journey import Check, Skip
+from ..ground.errors import ConfigError, StoreUnavailableError
+from ..ground.ids import new_id
+from ..state.store import SpendState, Steps, Store, StoreCall
+from .bounds import IMAGE_TOKENS, RequestFacts, reply_bound
+from .prices import Money, Price, Usage
+
+if TYPE_CHECKING:
+    from ..core.checks import Candidate
+
+__all__ = ["Budget", "Ledger", "Reservation", "RequestFacts", "Spending"]
+
+
+class Budget:
+    """A cap on what the router may spend, checked before anything is sent.
+
+    `Budget("5.00", currency="USD", unpriced="refuse")`. A route is skipped, with a reason,
+    when the budget is spent, when its worst case would overrun what is left, when it has
+    no price (unless `unpriced="allow"`, in which case its calls run and are counted as
+    unmeasured), or when its table is in another currency. With `strict=True` a call whose
+    worst case has no finite bound (no `max_tokens` and no known output limit, or a file in
+    the prompt) is refused too, so the cap can never be passed. The budget lives in the
+    router's store; `name` tells budgets apart in a shared store.
+    """
+
+    __slots__ = ("cap", "image_tokens", "name", "strict", "unpriced")
+
+    cap: Money
+    unpriced: Literal["refuse", "allow"]
+    image_tokens: int
+    name: str
+    strict: bool
+
+    def __init__(
+        self,
+        cap: str | int | Decimal | Money,
+        currency: str = "USD",
+        *,
+        unpriced: Literal["refuse", "allow"] = "refuse",
+        strict: bool = False,
+        image_tokens: int = IMAGE_TOKENS,
+        name: str = "budget",
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "cap", cap if isinstance(cap, Money) else Money.parse(cap, currency))
+        if unpriced not in ("refuse", "allow"):
+            raise ConfigError(f"Budget unpriced must be 'refuse' or 'allow', got {unpriced!r}")
+        if isinstance(image_tokens, bool) or not isinstance(image_tokens, int) or image_tokens < 0:
+            raise ConfigError(f"Budget image_tokens must be a token count, got {image_tokens!r}")
+        if not isinstance(strict, bool):
+            raise ConfigError(f"Budget strict must be True or False, got {strict!r}")
+        set_(self, "unpriced", unpriced)
+        set_(self, "strict", strict)
+        set_(self, "image_tokens", image_tokens)
+        set_(self, "name", name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Budget is immutable")
+
+    def __repr__(self) -> str:
+        strict = ", strict=True" if self.strict else ""
+        return f"Budget({str(self.cap)!r}, unpriced={self.unpriced!r}{strict})"
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Spending:
+    """A budget's account: cap, spent, reserved (calls in flight), and what is left.
+
+    `calls` counts settled calls; `in_flight` the calls holding a reservation now;
+    `unmeasured` the calls whose cost could not be read from usage (charged at their
+    reservation); `is_exact` is True when every call was measured. `overshoot_possible` is
+    True when some call ran with a worst case that had no finite bound, so the cap could
+    have been passed.
+    """
+
+    cap: Money
+    spent: Money
+    reserved: Money
+    left: Money
+    currency: str
+    calls: int
+    unmeasured: int
+    is_exact: bool
+    overshoot_possible: bool
+    in_flight: int = 0
+
+    def __str__(self) -> str:
+        tail = "" if self.is_exact else f", {self.unmeasured} unmeasured"
+        tail += ", overshoot possible (calls with no finite bound)" if self.overshoot_possible else ""
+        held = f" by {self.in_flight} in flight" if self.in_flight else ""
+        return (
+            f"spent {self.spent} of {self.cap} ({self.reserved} reserved{held}, {self.left} "
+            f"left) in {self.calls} calls{tail}"
+        )
+
+    def __repr__(self) -> str:
+        return f"Spending({self})"
+
+    def _repr_html_(self) -> str:
+        return f"<p><b>Spending</b>: {self}</p>"
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Money held for one attempt: `amount` micro-units under the store id `id`, priced by
+    `price`; `bounded` is False when the worst case had no finite bound."""
+
+    amount: int
+    price: Price | None
+    bounded: bool
+    id: str = ""
+
+
+class Ledger:
+    """A budget bound to a store: admits routes by reserving, then settles or releases.
+
+    `check`, `admit`, `settle` and `release` are `Steps` generators (see `store.py`): they
+    yield store calls and do no I/O themselves.
+    """
+
+    def __init__(self, budget: Budget, store: Store) -> None:
+        self.budget = budget
+        self.store = store
+
+    @property
+    def currency(self) -> str:
+        return self.budget.cap.currency
+
+    def money(self, micros: int) -> Money:
+        return Money(micros, self.currency)
+
+    def _skip(self, candidate: Candidate, reason: str, **detail: int) -> Skip:
+        return Skip(candidate.name, Check.BUDGET, reason, detail)
+
+    def _priced(
+        self, candidate: Candidate, facts: RequestFacts
+    ) -> Skip | tuple[int, Price | None, bool]:
+        """What the store is not needed for: the route's currency and price, and the
+        amount to reserve with the price and whether it is bounded."""
+        table = candidate.route.prices
+        price = candidate.price
+        if table is not None and table.currency != self.currency:
+            return self._skip(
+                candidate, f"priced in {table.currency}; the budget is in {self.currency}"
+            )
+        if price is None:
+            if self.budget.unpriced == "refuse":
+                where = "no price table" if table is None else f"no row in {table.name}"
+                return self._skip(
+                    candidate,
+                    f"unpriced ({where}); an unpriced route cannot be held to a cap",
+                )
+            # Allowed unpriced: nothing to reserve, the call is counted as unmeasured.
+            return 0, None, False
+        reply = reply_bound(facts, candidate.reply_limit, candidate.choices)
+        bounded = reply is not None and facts.prompt_bound is not None
+        if not bounded and self.budget.strict:
+            why = (
+                "its prompt carries a file or video, billed by pages or seconds"
+                if facts.prompt_bound is None
+                else "the call sets no max_tokens and the model's output limit is unknown"
+            )
+            return self._skip(
+                candidate,
+                f"no finite worst case under a strict budget: {why}; set max_tokens, or "
+                "declare the route's output_limit",
+            )
+        worst = price.worst_case(facts.prompt_bound or 0, reply or 0)
+        return worst, price, bounded
+
+    def _refusal(self, candidate: Candidate, worst: int, state: SpendState) -> Skip | None:
+        """Why a spend state cannot take `worst` more, or None when it can."""
+        cap = self.budget.cap.micros
+        if state.spent >= cap:
+            return self._skip(
+                candidate, f"budget spent: {self.money(state.spent)} of {self.budget.cap}"
+            )
+        left = cap - state.spent - state.reserved
+        if worst <= left:
+            return None
+        reason = (
+            f"could overrun the budget: worst case {self.money(worst)}, "
+            f"{self.money(max(left, 0))} left of {self.budget.cap} "
+            f"({self.money(state.spent)} spent"
+        )
+        may_fit = state.reserved > 0 and worst <= cap - state.spent
+        if state.reserved > 0:
+            calls = f"{state.holding} call{'s' * (state.holding != 1)}" if state.holding else "calls"
+            reason += f", {self.money(state.reserved)} held by {calls} in flight"
+            if may_fit:
+                reason += "; a retry may fit once they settle"
+        reason += ")"
+        return self._skip(candidate, reason, worst_case=worst, left=left, may_fit=may_fit)
+
+    def _unreachable(self, candidate: Candidate, error: StoreUnavailableError) -> Skip:
+        # Fail closed: a cap that cannot be read cannot be kept, so nothing is sent.
+        return self._skip(candidate, f"budget store unreachable: {error}")
+
+    def check(
+        self, candidate: Candidate, facts: RequestFacts
+    ) -> Steps[Skip | tuple[int, Price | None, bool]]:
+        """Whether the budget would admit the route now, without reserving anything.
+
+        Returns a Skip, or the amount to reserve with the price and whether it is bounded.
+        """
+        verdict = self._priced(candidate, facts)
+        if isinstance(verdict, Skip):
+            return verdict
+        try:
+            state: SpendState = yield StoreCall("spend_state", (self.budget.name,))
+        except StoreUnavailableError as error:
+            return self._unreachable(candidate, error)
+        return self._refusal(candidate, verdict[0], state) or verdict
+
+    def admit(self, candidate: Candidate, facts: RequestFacts) -> Steps[Skip | Reservation]:
+        """Reserve the route's worst case atomically, or say why the budget refuses it.
+
+        The reservation is tried first, in one store call: the spend state is read only
+        to explain a refusal (or to refuse an unpriced call once the budget is spent). A
+        reservation whose outcome is unknown (the store's reply was lost) is released by
+        id, which the store applies once whenever it is reached, so it is never left held.
+        """
+        verdict = self._priced(candidate, facts)
+        if isinstance(verdict, Skip):
+            return verdict
+        worst, price, bounded = verdict
+        cap = self.budget.cap.micros
+        hold = new_id()
+        try:
+            if worst and (yield StoreCall("reserve", (self.budget.name, hold, worst, cap))):
+                return Reservation(worst, price, bounded, hold)
+            state: SpendState = yield StoreCall("spend_state", (self.budget.name,))
+        except StoreUnavailableError as error:
+            if worst:
+                yield from self.release(Reservation(worst, price, bounded, hold))
+            return self._unreachable(candidate, error)
+        refusal = self._refusal(candidate, worst, state)
+        if refusal is None and worst:
+            # The store refused, yet it fits now: other calls settled in between. Still
+            # refused, since the reservation is the only check that holds across processes.
+            refusal = self._skip(
+                candidate,
+                f"could overrun the budget: worst case {self.money(worst)} did not fit "
+                "beside the calls holding reservations when it was asked; a retry may fit",
+                worst_case=worst,
+                left=cap - state.spent - state.reserved,
+                may_fit=True,
+            )
+        return refusal or Reservation(worst, price, bounded, hold)
+
+    def settle(self, held: Reservation, usage: Usage | None) -> Steps[tuple[Money, bool]]:
+        """Replace the reservation by the real cost; without usage, charge the reservation.
+
+        Returns what was charged and whether it was measured from usage.
+        """
+        measured = usage is not None and held.price is not None
+        cost = (
+            held.price.cost(usage) if usage is not None and held.price is not None else held.amount
+        )
+        yield StoreCall(
+            "settle",
+            (self.budget.name, held.id, cost),
+            {"measured": measured, "bounded": held.bounded},
+            write=True,
+        )
+        return self.money(cost), measured
+
+    def release(self, held: Reservation) -> Steps[None]:
+        yield StoreCall("release", (self.budget.name, held.id), write=True)
+
+    def spending(self) -> Spending:
+        s = self.store.spend_state(self.budget.name)
+        cap = self.budget.cap
+        return Spending(
+            cap=cap,
+            spent=self.money(s.spent),
+            reserved=self.money(s.reserved),
+            left=self.money(max(cap.micros - s.spent - s.reserved, 0)),
+            currency=self.currency,
+            calls=s.calls,
+            unmeasured=s.unmeasured,
+            is_exact=s.unmeasured == 0,
+            overshoot_possible=s.unbounded > 0,
+            in_flight=s.holding,
+        )

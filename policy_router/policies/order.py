@@ -1,0 +1,265 @@
+"""Orderings: which of the routes that *can* serve a request is asked first.
+
+An ordering only reorders. Requirement, floor, breaker and budget checks come first and
+after it, so no ordering can bring back a route they removed. Every built-in ordering is
+stable: ties keep the order the routes were written in.
+
+Write your own by implementing `Ordering`: a pure `order(candidates, context)` that
+returns the candidates in the order to try, and an `on_result(route, outcome, elapsed)`
+callback through which any state it keeps advances.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ..state.store import Health
+from .bounds import RequestFacts
+
+if TYPE_CHECKING:
+    from ..core.checks import Candidate
+
+__all__ = [
+    "DEFAULT_REPLY_TOKENS",
+    "Arrange",
+    "ArrangeByHealth",
+    "Fastest",
+    "Order",
+    "OrderContext",
+    "Ordering",
+    "BY_WINDOWS",
+    "arrange",
+    "cheapest",
+    "least_busy",
+    "most_headroom",
+    "choose",
+    "estimate",
+    "healthiest",
+    "round_robin",
+]
+
+DEFAULT_REPLY_TOKENS = 512
+"""The reply length assumed when ordering by price a request that sets no `max_tokens`.
+
+It only orders routes; it never decides whether a call fits a budget (that uses bounds).
+"""
+
+
+class Order(StrEnum):
+    """The built-in orderings."""
+
+    AS_LISTED = "as_listed"
+    """The order the routes were written in."""
+    CHEAPEST = "cheapest"
+    """Lowest estimated cost of *this* request first; unpriced routes last, as listed."""
+    HEALTHIEST = "healthiest"
+    """Fewest consecutive failures first (needs a breaker to count them)."""
+    ROUND_ROBIN = "round_robin"
+    """Rotates the starting route across calls; concurrent calls start apart."""
+    FASTEST = "fastest"
+    """Best recent success rate and latency first; routes with no history first of all."""
+    LEAST_BUSY = "least_busy"
+    """Fewest calls in flight first, counted in the store (so across processes sharing
+    it): LiteLLM's `least-busy` strategy."""
+    MOST_HEADROOM = "most_headroom"
+    """Most of its rpm/tpm left first (the tighter of the two): LiteLLM's
+    `usage-based-routing`. Routes without limits count as having all their room."""
+
+
+def _no_failures(route: str) -> int:
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class OrderContext:
+    """What an ordering may look at besides the candidates.
+
+    `turn` is this call's number in its group (for rotations); `failures(route)` is the
+    route's count of consecutive failures in the store.
+    """
+
+    group: str
+    facts: RequestFacts | None
+    now: float
+    turn: int = 0
+    failures: Callable[[str], int] = _no_failures
+
+
+@runtime_checkable
+class Ordering(Protocol):
+    """A caller's own ordering: pure `order`, state advanced only in `on_result`.
+
+    Before `order` runs, the routes' health records are fetched in one store call so that
+    `context.failures` is a lookup; an ordering that never reads it may set a class
+    attribute `reads_health = False` to skip that call (one round trip with Redis).
+    """
+
+    def order(self, candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]: ...
+
+    def on_result(self, route: str, outcome: str, elapsed: float) -> None:
+        """Told after every attempt: "answered" or the fault's kind, and seconds taken."""
+        ...
+
+
+def estimate(candidate: Candidate, facts: RequestFacts) -> int | None:
+    """The estimated cost of the request on this route in micro-units; None if unpriced."""
+    price = candidate.price
+    if price is None:
+        return None
+    return price.estimate(facts.prompt_tokens, facts.reply_tokens or DEFAULT_REPLY_TOKENS)
+
+
+def cheapest(candidates: Sequence[Candidate], facts: RequestFacts) -> list[Candidate]:
+    """Priced routes by estimated cost of this request, then unpriced ones as listed.
+
+    The estimate is the prompt's tokens (counted once per request with LiteLLM's token
+    counter) at the input rate plus `max_tokens` (or `DEFAULT_REPLY_TOKENS`) at the output
+    rate, so a model with cheap output but expensive input can lose to its opposite on a
+    long prompt.
+    """
+    priced = [(e, i, c) for i, c in enumerate(candidates) if (e := estimate(c, facts)) is not None]
+    unpriced = [c for c in candidates if c.price is None]
+    return [c for _, _, c in sorted(priced, key=lambda t: (t[0], t[1]))] + unpriced
+
+
+def healthiest(candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]:
+    """Fewest consecutive failures first; ties keep written order."""
+    return sorted(candidates, key=lambda c: context.failures(c.name))
+
+
+def round_robin(candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]:
+    """The candidates rotated by the call's turn, so successive calls start one further on."""
+    if not candidates:
+        return []
+    k = context.turn % len(candidates)
+    return [*candidates[k:], *candidates[:k]]
+
+
+class Fastest:
+    """Orders by a recency-weighted score of success rate and latency.
+
+    Each route keeps an exponentially weighted latency (time to answer; for a stream, to
+    its first chunk) and success rate, with weight `alpha` on the newest result. The score
+    is latency divided by success rate, so a fast route that fails often sinks. Routes with
+    no history score zero: they are tried first, in written order, until measured. State
+    advances only in `on_result`; `order` is pure.
+    """
+
+    reads_health = False
+
+    def __init__(self, alpha: float = 0.3) -> None:
+        self.alpha = alpha
+        self._lock = threading.Lock()
+        self._stats: dict[str, tuple[float, float]] = {}
+
+    def order(self, candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]:
+        with self._lock:
+            stats = dict(self._stats)
+
+        def score(c: Candidate) -> float:
+            latency, success = stats.get(c.name, (0.0, 1.0))
+            return latency / max(success, 0.05)
+
+        return sorted(candidates, key=score)
+
+    def on_result(self, route: str, outcome: str, elapsed: float) -> None:
+        """Fold one attempt's outcome and time into the route's score."""
+        ok = outcome == "answered"
+        with self._lock:
+            latency, success = self._stats.get(route, (elapsed, 1.0))
+            a = self.alpha
+            self._stats[route] = (
+                (1 - a) * latency + a * elapsed if ok else latency,
+                (1 - a) * success + a * (1.0 if ok else 0.0),
+            )
+
+
+def least_busy(candidates: Sequence[Candidate], windows: Mapping[str, Any]) -> list[Candidate]:
+    """Fewest calls in flight first; ties keep written order."""
+    return sorted(candidates, key=lambda c: windows[c.name].in_flight if c.name in windows else 0)
+
+
+def most_headroom(candidates: Sequence[Candidate], windows: Mapping[str, Any]) -> list[Candidate]:
+    """Most of the rate window left first (the smaller of rpm's and tpm's share); ties keep
+    written order."""
+
+    def left(c: Candidate) -> float:
+        w, route = windows.get(c.name), c.route
+        if w is None:
+            return 1.0
+        shares = [1 - w.requests / route.rpm] if route.rpm else []
+        shares += [1 - w.tokens / route.tpm] if route.tpm else []
+        return min(shares, default=1.0)
+
+    return sorted(candidates, key=lambda c: -left(c))
+
+
+Arrange = Callable[[Sequence["Candidate"]], Sequence["Candidate"]]
+ArrangeByHealth = Callable[[Sequence["Candidate"], Mapping[str, Health]], Sequence["Candidate"]]
+ArrangeByWindows = Callable[[Sequence["Candidate"], Mapping[str, Any]], Sequence["Candidate"]]
+
+BY_WINDOWS: Mapping[Order, ArrangeByWindows] = {
+    Order.LEAST_BUSY: least_busy,
+    Order.MOST_HEADROOM: most_headroom,
+}
+"""The orderings that read every route's rate window, fetched in one store call."""
+_CLOSED = Health()
+
+
+def arrange(
+    order: Order | Ordering, context: OrderContext
+) -> tuple[Arrange | None, ArrangeByHealth | None]:
+    """One request's ordering: either one that needs nothing from the store, or one that
+    is handed every route's health record first (HEALTHIEST, and an Ordering object
+    unless it declares `reads_health = False`), which the plan fetches in one store call.
+    """
+    if order is Order.AS_LISTED or order in BY_WINDOWS:
+        return None, None
+    if order is Order.CHEAPEST:
+        facts = context.facts
+        assert facts is not None
+        return (lambda cs: cheapest(cs, facts)), None
+    if order is Order.ROUND_ROBIN:
+        return (lambda cs: round_robin(cs, context)), None
+    # Anything but a built-in Order is an Ordering object (checked once, by `choose`): no
+    # runtime Protocol isinstance on the hot path, which cost ~20 us a call.
+    if not getattr(order, "reads_health", True):
+        custom = order
+        return (lambda cs: custom.order(cs, context)), None  # type: ignore[union-attr]
+
+    def seeing(seen: Mapping[str, Health]) -> OrderContext:
+        return replace(context, failures=lambda name: seen.get(name, _CLOSED).failures)
+
+    if order is Order.HEALTHIEST:
+        return None, lambda cs, seen: healthiest(cs, seeing(seen))
+    ordering = order
+    return None, lambda cs, seen: ordering.order(cs, seeing(seen))  # type: ignore[union-attr]
+
+
+def choose(order: Order | str | Ordering, routes: Sequence[Any]) -> Order | Ordering:
+    """The ordering `order` names (an `Order`, its value, or an `Ordering` object); refuses
+    an unknown name, and CHEAPEST across tables in different currencies."""
+    from ..ground.errors import ConfigError
+    from .prices import PriceTable
+
+    if isinstance(order, Ordering) and not isinstance(order, str):
+        return order
+    if order == Order.FASTEST:
+        return Fastest()
+    try:
+        chosen = Order(order)
+    except ValueError:
+        names = ", ".join(o.value for o in Order)
+        raise ConfigError(f"order={order!r} is not an ordering; use one of: {names}") from None
+    if chosen is Order.CHEAPEST:
+        currencies = {r.prices.currency for r in routes if isinstance(r.prices, PriceTable)}
+        if len(currencies) > 1:
+            raise ConfigError(
+                f"order=cheapest cannot compare prices in {sorted(currencies)}; "
+                "give every route a table in one currency"
+            )
+    return chosen

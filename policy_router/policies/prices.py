@@ -1,0 +1,548 @@
+"""Money in integer micro-units, per-model prices, and dated price tables.
+
+No float ever touches a money path: amounts are integer micro-units of a currency
+(`Money(150, "USD")` is $0.000150) and rates are integer micro-units per *million* tokens,
+parsed from decimal strings. A cost is rounded *up* to the micro-unit, so a bill computed
+here is never below the true one. Every table carries its currency, the date its figures
+were true (`as_of`) and where they came from (`source`): a price nobody can date is never
+used to choose or refuse a route silently (`router.check()` reports stale tables).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from ..ground.errors import ConfigError
+
+__all__ = ["Money", "Price", "PriceTable", "Usage"]
+
+MICROS = 1_000_000
+_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
+
+
+def _decimal(value: object, where: str) -> Decimal:
+    """A non-negative decimal from a string or int; floats are refused, never rounded."""
+    if isinstance(value, bool | float):
+        raise ConfigError(
+            f'{where} must be a decimal string like "0.15", got {value!r}: '
+            "quote it, floats cannot hold prices exactly"
+        )
+    if not isinstance(value, str | int | Decimal):
+        raise ConfigError(f'{where} must be a decimal string like "0.15", got {value!r}')
+    try:
+        number = Decimal(str(value).strip())
+    except InvalidOperation:
+        raise ConfigError(f'{where} must be a decimal string like "0.15", got {value!r}') from None
+    if not number.is_finite() or number < 0:
+        raise ConfigError(f"{where} must be zero or more, got {value!r}")
+    return number
+
+
+def _micros(value: object, where: str) -> int:
+    number = _decimal(value, where) * MICROS
+    if number != number.to_integral_value():
+        raise ConfigError(f"{where}={value!r} has more than 6 decimal places; round it to micros")
+    return int(number)
+
+
+def _ceil_div(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)
+
+
+def _currency(value: object, where: str) -> str:
+    if not isinstance(value, str) or len(value) != 3 or not value.isalpha():
+        raise ConfigError(f'{where} must be a 3-letter currency code like "USD", got {value!r}')
+    return value.upper()
+
+
+@dataclass(frozen=True, slots=True)
+class Money:
+    """An amount in integer micro-units (millionths) of a currency. Never a float.
+
+    `Money.parse("5.00", "USD")`; `str(Money(150, "USD"))` is `$0.000150`. Adding or
+    comparing two amounts in different currencies raises `ValueError`.
+    """
+
+    micros: int
+    currency: str = "USD"
+
+    @classmethod
+    def parse(cls, amount: str | int | Decimal, currency: str = "USD") -> Money:
+        """Parse a decimal amount ("5.00") in `currency` exactly, or raise `ConfigError`."""
+        return cls(_micros(amount, "amount"), _currency(currency, "currency"))
+
+    def _same(self, other: Money) -> None:
+        if self.currency != other.currency:
+            raise ValueError(f"cannot mix {self.currency} and {other.currency}")
+
+    def __add__(self, other: Money) -> Money:
+        self._same(other)
+        return Money(self.micros + other.micros, self.currency)
+
+    def __sub__(self, other: Money) -> Money:
+        self._same(other)
+        return Money(self.micros - other.micros, self.currency)
+
+    def __lt__(self, other: Money) -> bool:
+        self._same(other)
+        return self.micros < other.micros
+
+    def __le__(self, other: Money) -> bool:
+        self._same(other)
+        return self.micros <= other.micros
+
+    @property
+    def amount(self) -> Decimal:
+        """The amount as an exact `Decimal` in whole currency units."""
+        return Decimal(self.micros) / MICROS
+
+    def __str__(self) -> str:
+        sign = "-" if self.micros < 0 else ""
+        units, micros = divmod(abs(self.micros), MICROS)
+        text = f"{units}.{micros:06d}"
+        symbol = _SYMBOLS.get(self.currency)
+        return f"{sign}{symbol}{text}" if symbol else f"{sign}{text} {self.currency}"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens a provider billed for one call. Cache and reasoning counts are subsets.
+
+    `cache_read` and `cache_write` are part of `prompt`, and `cache_write_1h` is the part of
+    `cache_write` written to a one-hour cache; `reasoning` is part of `completion`, as in
+    OpenAI's usage and LiteLLM's normalised usage.
+    """
+
+    prompt: int
+    completion: int
+    cache_read: int = 0
+    cache_write: int = 0
+    reasoning: int = 0
+    cache_write_1h: int = 0
+
+
+# The rate fields of a row, in the file format's order.
+RATES = (
+    "input",
+    "output",
+    "cache_read",
+    "cache_write",
+    "cache_write_1h",
+    "reasoning",
+    "long_input",
+    "long_output",
+    "long_cache_read",
+    "long_cache_write",
+    "long_cache_write_1h",
+)
+_ROW_KEYS = (*RATES, "long_above", "as_of", "source")
+_LONG = ("long_input", "long_output", "long_cache_read", "long_cache_write", "long_cache_write_1h")
+
+
+class Price:
+    """One model's rates, in micro-units of the table's currency per million tokens.
+
+    `Price(input="0.15", output="0.60", cache_read="0.075")`. Optional rates: `cache_read`
+    (cached prompt tokens), `cache_write` (tokens written to a prompt cache; five minutes at
+    Anthropic), `cache_write_1h` (written to a one-hour cache), `reasoning` (reasoning
+    tokens, when billed apart from output), and a long-context tier: a prompt over
+    `long_above` tokens is billed at the `long_*` rates (`long_input`, `long_output`,
+    `long_cache_read`, `long_cache_write`, `long_cache_write_1h`). A missing rate falls back
+    to the one it refines: a cache rate to input, reasoning to output, a long rate to its
+    short twin. `as_of` and `source` may override the table's for this row.
+    """
+
+    __slots__ = (*RATES, "_worst", "as_of", "long_above", "source")
+
+    input: int
+    output: int
+    cache_read: int | None
+    cache_write: int | None
+    cache_write_1h: int | None
+    reasoning: int | None
+    long_above: int | None
+    long_input: int | None
+    long_output: int | None
+    long_cache_read: int | None
+    long_cache_write: int | None
+    long_cache_write_1h: int | None
+    as_of: dt.date | None
+    source: str | None
+    _worst: tuple[int, int]
+
+    def __init__(
+        self,
+        input: str | int | Decimal,
+        output: str | int | Decimal,
+        *,
+        cache_read: str | int | Decimal | None = None,
+        cache_write: str | int | Decimal | None = None,
+        cache_write_1h: str | int | Decimal | None = None,
+        reasoning: str | int | Decimal | None = None,
+        long_above: int | None = None,
+        long_input: str | int | Decimal | None = None,
+        long_output: str | int | Decimal | None = None,
+        long_cache_read: str | int | Decimal | None = None,
+        long_cache_write: str | int | Decimal | None = None,
+        long_cache_write_1h: str | int | Decimal | None = None,
+        as_of: dt.date | str | None = None,
+        source: str | None = None,
+        where: str = "Price",
+    ) -> None:
+        given = locals()
+        set_ = object.__setattr__
+        set_(self, "input", _micros(input, f"{where}.input"))
+        set_(self, "output", _micros(output, f"{where}.output"))
+        for name in RATES[2:]:
+            value = given[name]
+            set_(self, name, None if value is None else _micros(value, f"{where}.{name}"))
+        if long_above is not None and (
+            isinstance(long_above, bool) or not isinstance(long_above, int) or long_above <= 0
+        ):
+            raise ConfigError(
+                f"{where}.long_above must be a positive token count, got {long_above!r}"
+            )
+        if long_above is None and any(given[name] is not None for name in _LONG):
+            raise ConfigError(f"{where}: the long_* rates need long_above (the token threshold)")
+        set_(self, "long_above", long_above)
+        set_(self, "as_of", None if as_of is None else _date(as_of, f"{where}.as_of"))
+        if source is not None and not isinstance(source, str):
+            raise ConfigError(f"{where}.source must be a string (a URL or a note), got {source!r}")
+        set_(self, "source", source)
+        # The highest prompt and reply rates, asked for every reservation: found once.
+        short = self._tier(0)
+        long = self._tier(long_above + 1) if long_above is not None else short
+        set_(
+            self,
+            "_worst",
+            (
+                max(*short[:1], *short[2:5], *long[:1], *long[2:5]),
+                max(short[1], short[5], long[1], long[5]),
+            ),
+        )
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Price is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Price) and all(
+            getattr(self, k) == getattr(other, k) for k in _ROW_KEYS
+        )
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, k) for k in _ROW_KEYS))
+
+    def rates(self) -> dict[str, int]:
+        """Every rate the row sets, by field name, in micro-units per million tokens."""
+        return {k: v for k in RATES if (v := getattr(self, k)) is not None}
+
+    def _tier(self, prompt_tokens: int) -> tuple[int, int, int, int, int, int]:
+        """input, output, cache read, cache write, 1-hour cache write, reasoning rates for a
+        prompt of this size."""
+        long = self.long_above is not None and prompt_tokens > self.long_above
+
+        def pick(short: int | None, long_rate: int | None) -> int | None:
+            return long_rate if long and long_rate is not None else short
+
+        inp = pick(self.input, self.long_input) or 0
+        out = pick(self.output, self.long_output) or 0
+        read = pick(self.cache_read, self.long_cache_read)
+        write = pick(self.cache_write, self.long_cache_write)
+        write_1h = pick(self.cache_write_1h, self.long_cache_write_1h)
+        read = inp if read is None else read
+        write = inp if write is None else write
+        write_1h = write if write_1h is None else write_1h
+        return inp, out, read, write, write_1h, self.reasoning if self.reasoning is not None else out
+
+    def cost(self, usage: Usage) -> int:
+        """What `usage` costs, in micro-units, rounded up."""
+        if not (usage.cache_read or usage.cache_write or usage.reasoning) and (
+            self.long_above is None or usage.prompt <= self.long_above
+        ):
+            # Plain prompt and reply tokens, the common bill.
+            return _ceil_div(usage.prompt * self.input + usage.completion * self.output, MICROS)
+        inp, out, read, write, write_1h, reasoning_rate = self._tier(usage.prompt)
+        cached = min(max(usage.cache_read, 0), usage.prompt)
+        written = min(max(usage.cache_write, 0), usage.prompt - cached)
+        written_1h = min(max(usage.cache_write_1h, 0), written)
+        plain = usage.prompt - cached - written
+        reasoning = min(max(usage.reasoning, 0), usage.completion)
+        numerator = (
+            plain * inp
+            + cached * read
+            + (written - written_1h) * write
+            + written_1h * write_1h
+            + reasoning * reasoning_rate
+            + (usage.completion - reasoning) * out
+        )
+        return _ceil_div(numerator, MICROS)
+
+    def estimate(self, prompt_tokens: int, reply_tokens: int) -> int:
+        """A plain estimate: prompt at the input rate, reply at the output rate (micros)."""
+        inp, out, *_ = self._tier(prompt_tokens)
+        return _ceil_div(prompt_tokens * inp + reply_tokens * out, MICROS)
+
+    def worst_case(self, prompt_bound: int, reply_bound: int) -> int:
+        """The most a call can be billed, given bounds on its prompt and reply tokens.
+
+        Every prompt token is priced at the highest rate any prompt token can have (input,
+        cache read, either cache write, in either tier) and every reply token at the highest
+        a reply token can have (output, reasoning, in either tier), so no bill `cost` can
+        compute for such a call exceeds it.
+        """
+        in_rate, out_rate = self._worst
+        return _ceil_div(prompt_bound * in_rate + reply_bound * out_rate, MICROS)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={Decimal(v) / MICROS}" for k, v in self.rates().items())
+        tier = f", long_above={self.long_above}" if self.long_above is not None else ""
+        return f"Price({shown}{tier})"
+
+    @classmethod
+    def from_litellm(cls, entry: Mapping[str, Any], where: str = "litellm") -> Price:
+        """A row from LiteLLM's cost fields (`input_cost_per_token`, ...: per-token floats,
+        as in `litellm.model_cost` and a model_list's `model_info`), exactly.
+
+        A long-context tier (`..._above_200k_tokens`) keeps its threshold; where a model
+        has several tiers, the lowest threshold carries the highest rates of all of them,
+        so the row never bills below LiteLLM's. Raises `ConfigError` without input and
+        output rates.
+        """
+        rates: dict[str, Any] = {}
+        for theirs, ours in _LITELLM_FIELDS.items():
+            if entry.get(theirs) is not None:
+                rates[ours] = _per_million(entry[theirs], f"{where}.{theirs}")
+        tiers: dict[int, dict[str, str]] = {}
+        for key, value in entry.items():
+            match = _LITELLM_TIER.match(str(key))
+            if match and value is not None and match["field"] in _LITELLM_LONG:
+                tier = tiers.setdefault(int(match["k"]) * 1000, {})
+                tier[_LITELLM_LONG[match["field"]]] = _per_million(value, f"{where}.{key}")
+        if tiers:
+            rates["long_above"] = min(tiers)
+            for tier in tiers.values():
+                for name, rate in tier.items():
+                    if name not in rates or Decimal(rate) > Decimal(rates[name]):
+                        rates[name] = rate
+        if "output" not in rates and entry.get("mode") == "embedding":
+            rates["output"] = "0"  # an embedding model writes no tokens (mistral-embed)
+        if "input" not in rates or "output" not in rates:
+            raise ConfigError(f"{where}: no input_cost_per_token and output_cost_per_token")
+        return cls(where=where, **rates)
+
+
+_LITELLM_FIELDS = {
+    "input_cost_per_token": "input",
+    "output_cost_per_token": "output",
+    "cache_read_input_token_cost": "cache_read",
+    "cache_creation_input_token_cost": "cache_write",
+    "cache_creation_input_token_cost_above_1hr": "cache_write_1h",
+    "output_cost_per_reasoning_token": "reasoning",
+}
+_LITELLM_LONG = {
+    "input_cost_per_token": "long_input",
+    "output_cost_per_token": "long_output",
+    "cache_read_input_token_cost": "long_cache_read",
+    "cache_creation_input_token_cost": "long_cache_write",
+    "cache_creation_input_token_cost_above_1hr": "long_cache_write_1h",
+}
+_LITELLM_TIER = re.compile(r"^(?P<field>[a-z_]+?(?:_above_1hr)?)_above_(?P<k>\d+)k_tokens$")
+
+
+def _per_million(per_token: object, where: str) -> str:
+    """LiteLLM's per-token float as an exact per-million decimal string."""
+    if isinstance(per_token, bool) or not isinstance(per_token, int | float | str | Decimal):
+        raise ConfigError(f"{where} must be a cost per token, got {per_token!r}")
+    # repr() of a float is the shortest decimal that round-trips: no binary noise.
+    value = Decimal(repr(per_token) if isinstance(per_token, float) else str(per_token))
+    return str((value * MICROS).quantize(Decimal("0.000001")).normalize())
+
+
+def _date(value: object, where: str) -> dt.date:
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return dt.date.fromisoformat(value)
+        except ValueError:
+            pass
+    raise ConfigError(f'{where} must be a date like "2026-11-01", got {value!r}')
+
+
+class PriceTable:
+    """Rates for models in one currency, true as of one date, from one stated source.
+
+    Rows are keyed by LiteLLM model string (`openai/gpt-4o-mini`); a row may override
+    `as_of`/`source`. A route whose model has no row is *unpriced*, which is not free.
+    Load one with `PriceTable.load(path)` (TOML or YAML), `PriceTable.from_dict(data)`,
+    `PriceTable.default()` (the table shipped in the package) or
+    `PriceTable.from_litellm(models, as_of=...)`. A table does not know whether its
+    figures are still true: `age_days()` says how old they are.
+    """
+
+    __slots__ = ("as_of", "currency", "name", "rows", "source")
+
+    def __init__(
+        self,
+        currency: str,
+        as_of: dt.date | str,
+        source: str,
+        rows: Mapping[str, Price],
+        *,
+        name: str = "table",
+    ) -> None:
+        self.currency = _currency(currency, f"price table {name}: currency")
+        self.as_of = _date(as_of, f"price table {name}: as_of")
+        if not isinstance(source, str) or not source.strip():
+            raise ConfigError(f"price table {name}: source must say where the prices come from")
+        self.source = source
+        self.rows: Mapping[str, Price] = dict(rows)
+        self.name = name
+
+    def price_for(self, model: str) -> Price | None:
+        """The row for a LiteLLM model string, or None when the table has no such row."""
+        return self.rows.get(model)
+
+    def row_as_of(self, model: str) -> dt.date:
+        price = self.rows[model]
+        return price.as_of or self.as_of
+
+    def age_days(self, today: dt.date | None = None) -> int:
+        """Days since the oldest date any row's figures were true."""
+        today = today or dt.date.today()
+        oldest = min([self.as_of, *(p.as_of for p in self.rows.values() if p.as_of)])
+        return (today - oldest).days
+
+    # -- loading ---------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, name: str = "table") -> PriceTable:
+        """Build a table from the documented shape; raise `ConfigError` naming row and field."""
+        where = f"price table {name}"
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where} must be a mapping with currency, as_of, source, models")
+        unknown = set(data) - {"currency", "as_of", "source", "models"}
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown key {sorted(unknown)[0]!r}; use currency, as_of, source, models"
+            )
+        for key in ("currency", "as_of", "source", "models"):
+            if key not in data:
+                raise ConfigError(f"{where}: missing {key!r}")
+        models = data["models"]
+        if not isinstance(models, Mapping):
+            raise ConfigError(f"{where}: models must map a LiteLLM model string to its rates")
+        rows: dict[str, Price] = {}
+        for model, row in models.items():
+            rwhere = f"{where}: models.{model!r}"
+            if not isinstance(row, Mapping):
+                raise ConfigError(f'{rwhere} must be a mapping of rates like {{input = "0.15"}}')
+            bad = set(row) - set(_ROW_KEYS)
+            if bad:
+                raise ConfigError(
+                    f"{rwhere}.{sorted(bad)[0]} is not a price field; use {', '.join(_ROW_KEYS)}"
+                )
+            for required in ("input", "output"):
+                if required not in row:
+                    raise ConfigError(f"{rwhere}: missing {required!r} (per million tokens)")
+            rows[str(model)] = Price(where=rwhere, **row)
+        return cls(data["currency"], data["as_of"], data["source"], rows, name=name)
+
+    @classmethod
+    def load(cls, path: str | Path) -> PriceTable:
+        """Read a TOML (`.toml`) or YAML (`.yaml`/`.yml`) table from a file."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ConfigError(f"price table {path}: cannot read it ({error.strerror})") from None
+        return cls.from_dict(_parse(text, path), name=str(path))
+
+    @classmethod
+    def default(cls) -> PriceTable:
+        """The table shipped with the package: common OpenAI, Anthropic, Google, Mistral and
+        DeepSeek models, each row with its source. Check `as_of` before trusting it."""
+        return cls.load(Path(__file__).parents[1] / "tables" / "default.toml")
+
+    @classmethod
+    def from_litellm(
+        cls, models: Iterable[str], *, as_of: dt.date | str, currency: str = "USD"
+    ) -> PriceTable:
+        """Import rows from LiteLLM's cost map, marked as such.
+
+        LiteLLM's map carries no date, so the caller vouches for one with `as_of`. Its
+        per-token floats are converted to exact per-million decimals. A model missing from
+        the map raises `ConfigError` rather than becoming a free row.
+        """
+        from ..drive import transport
+
+        rows = {
+            model: Price.from_litellm(entry, f"litellm cost map: {model}")
+            for model, entry in transport.cost_map_rows(list(models)).items()
+        }
+        return cls(
+            currency,
+            as_of,
+            f"litellm {transport.litellm_version()} model_cost map (imported)",
+            rows,
+            name="litellm",
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"PriceTable({self.name!r}, {self.currency}, as_of={self.as_of.isoformat()}, "
+            f"{len(self.rows)} rows)"
+        )
+
+
+def _parse(text: str, path: Path) -> Any:
+    if path.suffix == ".toml":
+        try:
+            # Numbers with a point are read exactly from their written text: `cap = 5.00`.
+            return tomllib.loads(text, parse_float=Decimal)
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"{path}: not valid TOML ({error})") from None
+    if path.suffix in (".yaml", ".yml"):
+        return load_yaml(text, path)
+    raise ConfigError(f"{path}: unknown file type; use .toml, .yaml or .yml")
+
+
+def load_yaml(text: str, path: Path | str) -> Any:
+    """Parse YAML, refusing duplicate keys (which YAML would otherwise let the last win)."""
+    import yaml
+
+    class _Strict(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: _Strict, node: yaml.MappingNode) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if key in out:
+                raise ConfigError(
+                    f"{path}: duplicate key {key!r} (line {key_node.start_mark.line + 1})"
+                )
+            out[key] = loader.construct_object(value_node, deep=True)
+        return out
+
+    def exact(loader: _Strict, node: yaml.ScalarNode) -> Decimal:
+        # A number with a point is read from its written text (`cap: 5.00` is 5.00, not a
+        # binary float): money stays exact; other fields take it as a number all the same.
+        text = str(loader.construct_scalar(node)).replace("_", "").lower()
+        special = {".inf": "Infinity", "+.inf": "Infinity", "-.inf": "-Infinity", ".nan": "NaN"}
+        return Decimal(special.get(text, text))
+
+    _Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    _Strict.add_constructor("tag:yaml.org,2002:float", exact)
+    try:
+        return yaml.load(text, Loader=_Strict)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML ({error})") from None

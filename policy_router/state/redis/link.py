@@ -1,0 +1,242 @@
+"""The connection to Redis behind RedisStore: two clients, the outage, the backlog.
+
+`Link.run` (sync) and `Link.arun` (async) run one operation against Redis and turn a
+refused, timed-out or unauthenticated connection into `StoreUnavailableError`, at once and
+without waiting while Redis is known to be down; they tell the bound routers' observers
+`StoreLost` once per outage and `StoreBack` when it ends. Budget writes that an outage held
+back wait in order in the backlog and are written before anything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from loguru import logger
+
+from ...ground.errors import StoreUnavailableError
+from ..store import StoreBack, StoreLost
+
+__all__ = ["Link", "Write", "address", "transact"]
+
+T = TypeVar("T")
+
+# redis-py's own annotations are loose (bytes | str everywhere, transaction callbacks
+# typed as returning None); its clients are taken as Any here and the replies checked.
+_Client = Any
+
+
+def address(url: str) -> str:
+    """The URL without its user and password, for messages and the repr."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"unix://{parts.path}"
+    host = parts.hostname or "localhost"
+    return f"{parts.scheme}://{host}:{parts.port or 6379}{parts.path or ''}"
+
+
+# A budget write: commands run in one MULTI transaction, now or after an outage.
+Write = list[tuple[str, tuple[Any, ...]]]
+
+
+class Link:
+    """What every view of one RedisStore shares: the clients, the outage, the backlog.
+
+    The sync client serves sync calls; async calls get a redis.asyncio client of their own
+    event loop (its connections cannot be used from another loop).
+    """
+
+    def __init__(self, url: str, options: dict[str, Any], retry_every: float) -> None:
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        self.url = url
+        self.options = options
+        # One retry, on a broken connection only: it covers a pooled connection that went
+        # stale while Redis restarted. A timeout is never retried, so the store's `timeout`
+        # is the longest one command waits (redis-py's default retries timeouts too, which
+        # doubled it). Every write is idempotent by id, so a retried one that had in fact
+        # run changes nothing.
+        self.client = redis.Redis(
+            connection_pool=redis.BlockingConnectionPool.from_url(
+                url, retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)), **options
+            )
+        )
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.where = address(url)
+        self.retry_every = retry_every
+        self.outage: tuple[type[BaseException], ...] = (
+            redis.ConnectionError,
+            redis.TimeoutError,
+            OSError,
+        )
+        self.lock = threading.Lock()
+        self.retry_at = 0.0
+        self.down_since: float | None = None
+        self.error = ""
+        self.recoveries = 0
+        # Each bound router's observers, held weakly: a router that is gone hears nothing.
+        self.observers: weakref.WeakSet[Callable[[object], None]] = weakref.WeakSet()
+        # Budget writes that could not be made, oldest first; written before anything else.
+        self.backlog: list[Write] = []
+        atexit.register(self.flush_at_exit)
+
+    def aclient(self) -> Any:
+        import redis
+        import redis.asyncio
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        loop = asyncio.get_running_loop()
+        client = self._aclients.get(loop)
+        if client is None:
+            client = redis.asyncio.Redis(
+                connection_pool=redis.asyncio.BlockingConnectionPool.from_url(
+                    self.url,
+                    retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+                    **self.options,
+                )
+            )
+            self._aclients[loop] = client
+        return client
+
+    def run(self, op: Callable[[_Client], T]) -> T:
+        """Run `op` against Redis, or raise StoreUnavailableError without waiting when
+        Redis was found unreachable less than `retry_every` seconds ago."""
+        self._guard()
+        try:
+            if self.backlog:
+                self._flush(self.client)
+            result = op(self.client)
+        except self.outage as error:
+            self._lost(error)
+            raise self._unavailable() from None
+        self._answered()
+        return result
+
+    async def arun(self, op: Callable[[_Client], Awaitable[T]]) -> T:
+        """`run` on this event loop's async client."""
+        self._guard()
+        client = self.aclient()
+        try:
+            if self.backlog:
+                claimed = self._claim()
+                try:
+                    await transact(client, claimed)
+                except BaseException:
+                    self._unclaim(claimed)
+                    raise
+            result = await op(client)
+        except self.outage as error:
+            self._lost(error)
+            raise self._unavailable() from None
+        self._answered()
+        return result
+
+    def defer(self, commands: Write) -> None:
+        """Keep a write for the next time Redis is reached, without trying it now."""
+        with self.lock:
+            self.backlog.append(commands)
+
+    def write(self, commands: Write) -> None:
+        """Make a budget write now, or keep it for when Redis answers again."""
+        try:
+            self.run(lambda r: transact(r, [commands]))
+        except StoreUnavailableError:
+            with self.lock:
+                self.backlog.append(commands)
+
+    async def awrite(self, commands: Write) -> None:
+        try:
+            await self.arun(lambda r: transact(r, [commands]))
+        except StoreUnavailableError:
+            with self.lock:
+                self.backlog.append(commands)
+
+    def flush_at_exit(self) -> None:
+        """One last try to write what an outage held back, as the process ends; what still
+        cannot be written is named, since those costs are then lost."""
+        if not self.backlog:
+            return
+        self.retry_at = 0.0
+        try:
+            self.run(lambda r: None)
+        except StoreUnavailableError:
+            logger.warning(
+                "policy_router: exiting with {} budget writes Redis at {} never received",
+                len(self.backlog),
+                self.where,
+            )
+
+    def _flush(self, client: _Client) -> None:
+        claimed = self._claim()
+        try:
+            transact(client, claimed)
+        except BaseException:
+            self._unclaim(claimed)
+            raise
+
+    def _claim(self) -> list[Write]:
+        # Taken out of the backlog while being written, so no two callers write it twice.
+        with self.lock:
+            claimed, self.backlog = self.backlog, []
+        return claimed
+
+    def _unclaim(self, claimed: list[Write]) -> None:
+        with self.lock:
+            self.backlog[:0] = claimed
+
+    def _guard(self) -> None:
+        if self.down_since is not None and time.monotonic() < self.retry_at:
+            raise self._unavailable()
+
+    def _unavailable(self) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"Redis at {self.where} is unreachable ({self.error}); "
+            f"trying again every {self.retry_every:g} s"
+        )
+
+    def _lost(self, error: BaseException) -> None:
+        with self.lock:
+            first = self.down_since is None
+            now = time.monotonic()
+            self.error = f"{type(error).__name__}: {str(error)[:200]}"
+            self.retry_at = now + self.retry_every
+            if first:
+                self.down_since = now
+        if first:
+            self._tell(StoreLost(self.where, self.error))
+
+    def _answered(self) -> None:
+        if self.down_since is None:
+            return
+        with self.lock:
+            if self.down_since is None:
+                return
+            lasted = time.monotonic() - self.down_since
+            self.down_since = None
+            self.recoveries += 1
+        self._tell(StoreBack(self.where, lasted))
+
+    def _tell(self, record: object) -> None:
+        for emit in list(self.observers):
+            emit(record)
+
+
+def transact(client: _Client, writes: list[Write]) -> Any:
+    """Queue the writes in one MULTI transaction and execute it (a coroutine for an async
+    client, which the caller awaits)."""
+    pipe = client.pipeline(transaction=True)
+    for commands in writes:
+        for name, args in commands:
+            getattr(pipe, name)(*args)
+    return pipe.execute()

@@ -1,0 +1,474 @@
+"""RedisStore: one budget and one breaker for every process that names the same Redis.
+
+The same interface as `InMemoryStore` (see `store.py`); nothing above the store changes.
+
+Budget: `reserve`, `settle` and `release` are one Lua script each, keyed by the
+reservation's id: a reserve of an id already held holds it once, a settle or release applies
+only while the id is held and marks it done in the same script, so any of them repeated (a
+client retry on a new connection, a replay from the backlog after a lost reply) changes
+nothing. Processes on any number of machines share one cap and cannot overshoot it when
+every call's bound is finite.
+
+Health: see `redis_health.py` (records on the server's clock, versioned writes applied once
+per write id, probes owned by the attempt that claimed them).
+
+Sync calls use redis-py's `redis` client; async calls await a `redis.asyncio` client of
+their own event loop (the decision core yields its store calls, see `store.py`), so an
+event loop never waits on Redis.
+
+When Redis cannot be reached (refused, timed out, wrong password), the store fails in the
+safe direction. Budget checks fail closed: the budget refuses every route with "budget
+store unreachable" and nothing is sent. A settle or release that could not be written is
+kept in order and written first when Redis answers again, so no cost is lost while the
+process lives. Health falls back to this process's own view; the router's observers are
+told `StoreLost` once per outage (a WARNING line by default) and `StoreBack` when the
+store, trying again every `retry_every` seconds, finds Redis answering.
+
+Budgets are as durable as Redis is: run it with `appendonly yes` (and `appendfsync always`
+to lose no acknowledged write when it is killed), or a restarted Redis starts every
+budget from zero.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from ...ground.clock import Clock, MonotonicClock
+from ...ground.errors import ConfigError, StoreUnavailableError
+from ...policies.limits import Window
+from ..store import Health, InMemoryStore, SpendState, StoreCall
+from .health import ALL, DONE_TTL, Keys, Update, decode_all, free_probe
+from .health import arun as arun_update
+from .health import run as run_update
+from .limits import close_args, finish_write, take_args, windows_args
+from .limits import decode as decode_window
+from .limits import decode_all as decode_windows
+from .link import Link, Write, address
+
+# Outcome writes: whatever their fate, the attempt no longer needs its probe.
+_OUTCOMES = (":release", ":succeeded", ":failed")
+
+# redis-py's clients are taken as Any (see redis_link.py).
+_Client = Any
+
+__all__ = ["RedisStore"]
+
+# The budget's keys: KEYS[1] its account (a hash of spent, reserved, calls, ...), KEYS[2]
+# its holds (reservation id -> amount), KEYS[3] the id's "done" marker, which outlives the
+# hold by `DONE_TTL` seconds so that a write repeated after a lost reply changes nothing.
+
+# Checks the cap and holds the amount under the id, in one step; an id already held is
+# held, and an id already settled or released is refused (its reserve arrived late).
+_RESERVE = """-- policy_router: reserve
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 1 end
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+local v = redis.call('HMGET', KEYS[1], 'spent', 'reserved')
+local amount = tonumber(ARGV[2])
+if ARGV[3] ~= '' and tonumber(v[1] or '0') + tonumber(v[2] or '0') + amount > tonumber(ARGV[3]) then
+  return 0
+end
+redis.call('HSET', KEYS[2], ARGV[1], amount)
+redis.call('HINCRBY', KEYS[1], 'reserved', amount)
+return 1
+"""
+
+# Replaces the hold by the call's cost and counts the call, once per id. An id never held
+# (an unpriced call, or a hold dropped by drop_reservations) is counted with nothing to free.
+_SETTLE = """-- policy_router: settle
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+redis.call('SET', KEYS[3], '1', 'EX', ARGV[5])
+local held = redis.call('HGET', KEYS[2], ARGV[1])
+if held then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('HINCRBY', KEYS[1], 'reserved', -tonumber(held))
+end
+redis.call('HINCRBY', KEYS[1], 'spent', ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'calls', 1)
+if ARGV[3] == '1' then redis.call('HINCRBY', KEYS[1], 'unmeasured', 1) end
+if ARGV[4] == '1' then redis.call('HINCRBY', KEYS[1], 'unbounded', 1) end
+return 1
+"""
+
+# Gives the hold back, once; marks the id done even when it is not held yet, so a reserve
+# still on its way (sent before its reply was lost) is refused when it arrives.
+_RELEASE = """-- policy_router: release
+redis.call('SET', KEYS[3], '1', 'EX', ARGV[2])
+local held = redis.call('HGET', KEYS[2], ARGV[1])
+if held then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('HINCRBY', KEYS[1], 'reserved', -tonumber(held))
+end
+return 1
+"""
+
+_SPEND_STATE = """
+local v = redis.call('HMGET', KEYS[1], 'spent', 'reserved', 'calls', 'unmeasured', 'unbounded')
+table.insert(v, redis.call('HLEN', KEYS[2]))
+return v
+"""
+
+
+def _spend(values: list[Any]) -> SpendState:
+    return SpendState(*(int(v or 0) for v in values))
+
+
+class RedisStore:
+    """Budgets and route health in Redis, shared by every router that uses the same keys.
+
+    `url` takes redis-py's forms: `redis://[[user]:password@]host:port/db`, `rediss://`
+    for TLS, `unix:///path/to.sock`. Keys live under `namespace`, by default
+    `policy_router:<router name>` (the `name=` given to `Router`), so routers with the same
+    name share one breaker and their budgets by budget name, and differently named routers
+    share nothing. Each command has `timeout` seconds to connect and to be answered (one of
+    `max_connections` pooled connections is waited for without limit); an unreachable
+    Redis is tried
+    again every `retry_every` seconds, and in between the store does not wait on it at
+    all (see the module docstring for what fails closed and what degrades). A failed probe
+    holder is forgotten after `probe_lease` seconds; a health record nobody touched for
+    `keep_health` seconds after its rest expires on the server.
+
+    It promises no overshoot of a cap across processes when every call's bound is finite,
+    one half-open probe at a time across processes, and that every write takes effect
+    exactly once whatever is lost or repeated on the way: a reply lost after Redis ran the
+    command, a Redis slower than `timeout`, a replay after an outage. An outcome that is
+    unknown is resolved on the next contact, before anything is read: a reservation whose
+    reply was lost is released by id (and a copy of it arriving late is refused), a probe
+    whose claim was not confirmed is given back. `timeout` is the longest one command waits:
+    a timeout is never retried (a broken connection is, once, which the ids make safe).
+    A process killed during a call leaves that call's reservation held (the cap shrinks by
+    it, it is never overshot) until `drop_reservations(budget)` is called while no process
+    runs calls. Needs the `redis` extra (`pip install 'policy-router[redis]'`).
+    """
+
+    remote = True
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        namespace: str | None = None,
+        timeout: float = 1.0,
+        retry_every: float = 1.0,
+        probe_lease: float = 300.0,
+        keep_health: float = 86400.0,
+        max_connections: int = 64,
+    ) -> None:
+        try:
+            import redis  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                "RedisStore needs redis-py: pip install 'policy-router[redis]'"
+            ) from None
+        if not isinstance(url, str) or urlsplit(url).scheme not in ("redis", "rediss", "unix"):
+            raise ConfigError(
+                "RedisStore url must start with redis://, rediss:// (TLS) or unix://, "
+                f"got {address(url) if isinstance(url, str) else type(url).__name__!r}"
+            )
+        if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
+            raise ConfigError(f"RedisStore namespace must be a non-empty string, got {namespace!r}")
+        if (
+            isinstance(max_connections, bool)
+            or not isinstance(max_connections, int)
+            or (max_connections < 1)
+        ):
+            raise ConfigError(
+                f"RedisStore max_connections must be a whole number >= 1, got {max_connections!r}"
+            )
+        for field, value in (
+            ("timeout", timeout),
+            ("retry_every", retry_every),
+            ("probe_lease", probe_lease),
+            ("keep_health", keep_health),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigError(f"RedisStore {field} must be seconds > 0, got {value!r}")
+        # A bounded pool whose callers queue for a free connection: waiting for one is
+        # congestion in this process, not an outage, and a pool that refused or timed out
+        # instead would turn a burst of concurrent calls into "budget store unreachable".
+        options = {
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "decode_responses": True,
+            "max_connections": max_connections,
+            "timeout": None,
+        }
+        self._link = Link(url, options, float(retry_every))
+        self._explicit = namespace
+        self.namespace = namespace or "policy_router:default"
+        self._clock: Clock = MonotonicClock()
+        self._probe_lease = float(probe_lease)
+        self._keep = int(keep_health)
+        self._local = InMemoryStore()
+        self._recoveries = 0
+
+    def bind(self, router: str, clock: Clock, emit: Callable[[object], None]) -> RedisStore:
+        """A view for one router: its namespace (unless one was given), its clock, and its
+        observers, which are told `StoreLost` and `StoreBack`."""
+        self._link.observers.add(emit)
+        view = copy.copy(self)
+        view.namespace = self._explicit or f"policy_router:{router}"
+        view._clock = clock
+        view._local = InMemoryStore()
+        return view
+
+    # -- keys ------------------------------------------------------------------------------
+    def _budget_key(self, budget: str) -> str:
+        return f"{self.namespace}:budget:{budget}"
+
+    def _health_key(self, route: str) -> str:
+        return f"{self.namespace}:health:{route}"
+
+    @property
+    def _index(self) -> str:
+        return f"{self.namespace}:routes"
+
+    # -- budget ----------------------------------------------------------------------------
+    # Each operation is written once as the commands it sends; the sync method runs them on
+    # the sync client, its `a`-twin awaits them on the event loop's async client. Every
+    # write is one idempotent script keyed by the reservation's id (see the scripts above).
+    def _keys(self, budget: str, hold: str) -> tuple[Any, ...]:
+        key = self._budget_key(budget)
+        return (3, key, f"{key}:holds", f"{key}:done:{hold}")
+
+    def _reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> tuple[Any, ...]:
+        cap_arg = "" if cap is None else str(cap)
+        return (_RESERVE, *self._keys(budget, hold), hold, amount, cap_arg)
+
+    def _settle(self, budget: str, hold: str, cost: int, measured: bool, bounded: bool) -> Write:
+        args = (hold, cost, int(not measured), int(not bounded), DONE_TTL)
+        return [("eval", (_SETTLE, *self._keys(budget, hold), *args))]
+
+    def _release(self, budget: str, hold: str) -> Write:
+        return [("eval", (_RELEASE, *self._keys(budget, hold), hold, DONE_TTL))]
+
+    def reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
+        script = self._reserve(budget, hold, amount, cap)
+        return bool(self._link.run(lambda r: r.eval(*script)))
+
+    async def areserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
+        script = self._reserve(budget, hold, amount, cap)
+        return bool(await self._link.arun(lambda r: r.eval(*script)))
+
+    def settle(self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
+        self._link.write(self._settle(budget, hold, cost, measured, bounded))
+
+    async def asettle(
+        self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool
+    ) -> None:
+        await self._link.awrite(self._settle(budget, hold, cost, measured, bounded))
+
+    def release(self, budget: str, hold: str) -> None:
+        self._link.write(self._release(budget, hold))
+
+    async def arelease(self, budget: str, hold: str) -> None:
+        await self._link.awrite(self._release(budget, hold))
+
+    def _spend_state(self, budget: str) -> tuple[Any, ...]:
+        key = self._budget_key(budget)
+        return (_SPEND_STATE, 2, key, f"{key}:holds")
+
+    def spend_state(self, budget: str) -> SpendState:
+        """The budget's state; raises StoreUnavailableError when Redis cannot be reached."""
+        script = self._spend_state(budget)
+        return _spend(self._link.run(lambda r: r.eval(*script)))
+
+    async def aspend_state(self, budget: str) -> SpendState:
+        script = self._spend_state(budget)
+        return _spend(await self._link.arun(lambda r: r.eval(*script)))
+
+    @property
+    def pending_writes(self) -> int:
+        """Budget writes made during an outage and not yet written to Redis."""
+        return len(self._link.backlog)
+
+    # -- health ----------------------------------------------------------------------------
+    def _local_view(self) -> InMemoryStore:
+        # Records kept during an earlier outage are stale once Redis has answered again.
+        if self._recoveries != self._link.recoveries:
+            self._recoveries = self._link.recoveries
+            self._local.reset_health()
+        return self._local
+
+    def _update(
+        self, route: str, change: Callable[[Health], Health], token: str, op: str
+    ) -> Update:
+        return Update(
+            Keys(self.namespace, route),
+            change,
+            token=token,
+            op=op,
+            clock=self._clock,
+            probe_lease=self._probe_lease,
+            keep=self._keep,
+        )
+
+    def _unconfirmed(self, update: Update, change: Callable[[Health], Health]) -> Health:
+        """A health write Redis did not confirm: this process's view takes it, and a probe
+        the attempt may hold in Redis is given back once Redis is reached."""
+        if update.token and (update.claimed or update.op.endswith(_OUTCOMES)):
+            self._link.defer(free_probe(update.keys, update.token))
+        return self._local_view().update_health(update.keys.route, change)
+
+    def health(self, route: str) -> Health:
+        return self.all_health().get(route, Health())
+
+    def update_health(
+        self, route: str, change: Callable[[Health], Health], *, token: str = "", op: str = ""
+    ) -> Health:
+        update = self._update(route, change, token, op)
+        try:
+            return self._link.run(lambda r: run_update(r, update.steps()))
+        except StoreUnavailableError:
+            return self._unconfirmed(update, change)
+
+    async def aupdate_health(
+        self, route: str, change: Callable[[Health], Health], *, token: str = "", op: str = ""
+    ) -> Health:
+        update = self._update(route, change, token, op)
+        try:
+            return await self._link.arun(lambda r: arun_update(r, update.steps()))
+        except StoreUnavailableError:
+            return self._unconfirmed(update, change)
+
+    # -- rate windows (see limits.py and redis_limits.py) ---------------------------------
+    def take(self, route: str, slot: str, tokens: int, rpm: int | None, tpm: int | None) -> Window:
+        """Raises StoreUnavailableError when Redis cannot be reached (the limit fails
+        closed, as the budget does)."""
+        args = take_args(self.namespace, route, slot, tokens, rpm, tpm)
+        return decode_window(self._link.run(lambda r: r.eval(*args)))
+
+    async def atake(
+        self, route: str, slot: str, tokens: int, rpm: int | None, tpm: int | None
+    ) -> Window:
+        args = take_args(self.namespace, route, slot, tokens, rpm, tpm)
+        return decode_window(await self._link.arun(lambda r: r.eval(*args)))
+
+    def finish(self, route: str, slot: str, tokens: int | None) -> None:
+        self._link.write(finish_write(self.namespace, route, slot, tokens, DONE_TTL))
+
+    async def afinish(self, route: str, slot: str, tokens: int | None) -> None:
+        await self._link.awrite(finish_write(self.namespace, route, slot, tokens, DONE_TTL))
+
+    def close_window(self, route: str, seconds: float) -> None:
+        self._link.write(close_args(self.namespace, route, seconds))
+
+    async def aclose_window(self, route: str, seconds: float) -> None:
+        await self._link.awrite(close_args(self.namespace, route, seconds))
+
+    def windows(self, routes: list[str]) -> dict[str, Window]:
+        args = windows_args(self.namespace, routes)
+        return decode_windows(routes, self._link.run(lambda r: r.eval(*args)))
+
+    async def awindows(self, routes: list[str]) -> dict[str, Window]:
+        args = windows_args(self.namespace, routes)
+        return decode_windows(routes, await self._link.arun(lambda r: r.eval(*args)))
+
+    def defer(self, call: StoreCall) -> Any:
+        """Make a write the deadline cut short once Redis is next reached (see
+        `store.perform`): a budget write by its id; a health write in this process's view,
+        with the attempt's probe given back in Redis."""
+        if call.method in ("settle", "release"):
+            self._link.defer(getattr(self, "_" + call.method)(*call.args, **call.kwargs))
+            return None
+        if call.method == "finish":
+            route, slot, tokens = call.args
+            self._link.defer(finish_write(self.namespace, route, slot, tokens, DONE_TTL))
+            return None
+        if call.method == "close_window":
+            self._link.defer(close_args(self.namespace, *call.args))
+            return None
+        if call.method == "update_health":
+            route, change = call.args
+            token = call.kwargs.get("token", "")
+            if token:
+                self._link.defer(free_probe(Keys(self.namespace, route), token))
+            return self._local_view().update_health(route, change)
+        raise ValueError(f"RedisStore.defer: {call.method} is not a write")
+
+    def all_health(self) -> dict[str, Health]:
+        args = (ALL, 1, self._index, self._health_key(""))
+        try:
+            reply = self._link.run(lambda r: r.eval(*args))
+        except StoreUnavailableError:
+            return self._local_view().all_health()
+        return decode_all(reply, self._clock, self._probe_lease)
+
+    async def aall_health(self) -> dict[str, Health]:
+        args = (ALL, 1, self._index, self._health_key(""))
+        try:
+            reply = await self._link.arun(lambda r: r.eval(*args))
+        except StoreUnavailableError:
+            return self._local_view().all_health()
+        return decode_all(reply, self._clock, self._probe_lease)
+
+    def reset_health(self, route: str | None = None) -> None:
+        """Forget health records, in Redis for every process sharing them.
+
+        Raises StoreUnavailableError when Redis cannot be reached (this process's own view
+        is reset all the same).
+        """
+        self._local.reset_health(route)
+
+        def op(r: _Client) -> None:
+            names = [route] if route is not None else list(r.smembers(self._index))
+            if names:
+                r.delete(*(self._health_key(n) for n in names))
+                r.srem(self._index, *names)
+
+        self._link.run(op)
+
+    def drop_reservations(self, budget: str) -> int:
+        """Set a budget's reserved amount to zero and return what it was, in micro-units.
+
+        For reservations left by processes that were killed during a call (they shrink the
+        cap until dropped). Call it only while no process is making calls under this
+        budget: a running call's reservation would be dropped too, and its settle would then
+        count its cost against a reservation that no longer exists. Spending is kept.
+        """
+        key = self._budget_key(budget)
+
+        def op(r: _Client) -> int:
+            pipe = r.pipeline(transaction=True)
+            pipe.hget(key, "reserved")
+            pipe.hset(key, "reserved", 0)
+            pipe.delete(f"{key}:holds")
+            held, _, _ = pipe.execute()
+            return int(held or 0)
+
+        return self._link.run(op)
+
+    def clear(self) -> None:
+        """Delete every key under this store's namespace: spending, reservations, health
+        and rate windows.
+
+        For tests and for starting a budget afresh; every process sharing the namespace
+        sees it at once. Reservations of calls still running are dropped too.
+        """
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self.namespace) + ":*"
+
+        def op(r: _Client) -> None:
+            keys = list(r.scan_iter(match=pattern, count=500))
+            if keys:
+                r.delete(*keys)
+
+        self._link.run(op)
+        self._local.reset_health()
+
+    def ping(self) -> float:
+        """Seconds one round trip to Redis took; raises StoreUnavailableError."""
+        start = time.perf_counter()
+        self._link.run(lambda r: r.ping())
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        """Close the sync connection pool. Views made by `bind` share it and close with it;
+        async connections close with their event loop."""
+        self._link.client.close()
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self._link.where!r}, namespace={self.namespace!r})"
