@@ -5,9 +5,10 @@ The public names are re-exported here; everything else is private to the package
 
 from loguru import logger as _logger
 
-from .core.journey import Attempt, Check, Explanation, Journey, Routed, Skip, Verdict, Waited
+from .core.journey import Attempt, Explanation, Journey, Routed, Verdict, Waited
 from .drive.preflight import Verdict as PreflightVerdict
 from .drive.stream import AsyncRoutedStream, RoutedStream, StreamRestart
+from .ground.capability import Capability
 from .ground.clock import Clock, ManualClock, MonotonicClock
 from .ground.errors import (
     AllRestingError,
@@ -20,19 +21,24 @@ from .ground.errors import (
     RefusedError,
     StoreUnavailableError,
 )
-from .ground.route import Reach, Route
+from .ground.money import Money, Usage
+from .ground.reach import Reach
+from .ground.records import Check, Skip
+from .ground.route import Route
 from .observe.observers import AttemptLog, LogObserver, read_attempts, read_skips
 from .policies.breaker import Breaker, RestClosed, RestOpened
 from .policies.budget import Budget, Spending
-from .policies.capabilities import Capabilities, Capability
-from .policies.limits import Window
+from .policies.capabilities import Capabilities
 from .policies.order import Fastest, Order, OrderContext, Ordering
-from .policies.prices import Money, Price, PriceTable, Usage
+from .policies.price_table import PriceTable
+from .policies.prices import Price
 from .policies.requirements import Requirements
 from .policies.retry import Retry
 from .router import Router
+from .state.memory import InMemoryStore
 from .state.redis.store import RedisStore
-from .state.store import Health, InMemoryStore, Store, StoreBack, StoreLost
+from .state.store import Health, Store, StoreBack, StoreLost
+from .state.windows import Window
 
 # Quiet by default: LiteLLM users already have plenty of output.
 # `from loguru import logger; logger.enable("policy_router")` turns the lines on.

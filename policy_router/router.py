@@ -15,11 +15,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
-from .core.checks import candidate_for
 from .core.journey import Explanation, Routed
 from .core.plan import Plan
 from .core.validate import check_policies
-from .drive import calls, transport
+from .drive import calls, model_info, transport
 from .drive.planning import Planner
 from .drive.preflight import Verdict as PreflightVerdict
 from .drive.preflight import embeds_only, preflight_route, problems, rest_denied
@@ -36,10 +35,12 @@ from .observe.report import History, Report
 from .observe.report import read as read_report
 from .policies.breaker import Breaker, HealthBook
 from .policies.budget import Budget, Ledger, Spending
-from .policies.limits import Window
+from .policies.candidate import candidate_for
 from .policies.order import Order, Ordering, choose
 from .policies.retry import Retry
-from .state.store import Health, InMemoryStore, Store
+from .state.memory import InMemoryStore
+from .state.store import Health, Store
+from .state.windows import Window
 
 __all__ = ["Router"]
 
@@ -132,7 +133,7 @@ class Router:
         self._restart = stream_failure == "restart"
         self._on_restart = on_restart
         self._planner = Planner(
-            [candidate_for(r) for r in self._routes],
+            [candidate_for(r, *model_info.model_info(r)) for r in self._routes],
             order=default,
             orders=orders,
             ledger=self._ledger,
@@ -159,7 +160,9 @@ class Router:
         whose variable is not set is an error here; `policy-router check` lists them all.
         Keyword arguments (`clock=`, `observers=`, ...) are passed to the constructor.
         """
-        from .config.policy_file import load  # pydantic models, built only when a file is read
+        from .config.policy_file import (
+            load,  # pydantic models, built only when a file is read
+        )
 
         return cls._loaded(load(config), overrides)
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from policy_router import Breaker, ConfigError, Health, InMemoryStore, ManualClock
-from policy_router.core.plan import Fault, FaultKind
+from policy_router.ground.outcome import Fault, FaultKind
 from policy_router.policies.breaker import HealthBook, RestClosed, RestOpened
 
 from .conftest import Stepped

@@ -24,9 +24,9 @@ from policy_router import (
     Retry,
     Router,
 )
+from policy_router.ground.money import Usage
 from policy_router.policies.bounds import prompt_bound
 from policy_router.policies.budget import Ledger, Reservation
-from policy_router.policies.prices import Usage
 from policy_router.testing import Fail, FakeProvider, Hang, Reply
 
 from .conftest import MESSAGES, Stepped, fake_route

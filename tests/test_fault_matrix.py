@@ -12,7 +12,7 @@ import litellm
 import pytest
 
 from policy_router import Breaker, Budget, Money, PriceTable, RedisStore, Router
-from policy_router.core.plan import FaultKind
+from policy_router.ground.outcome import FaultKind
 from policy_router.testing import Drop, Fail, FakeProvider, Hang, Reply
 
 from ._redis import RedisServer

@@ -23,9 +23,10 @@ from policy_router import (
     Retry,
     Router,
 )
-from policy_router.core.journey import Attempt, Skip
-from policy_router.core.plan import Candidate
+from policy_router.core.journey import Attempt
+from policy_router.ground.records import Skip
 from policy_router.policies.breaker import RestOpened
+from policy_router.policies.candidate import Candidate
 from policy_router.testing import Cut, Fail, FakeProvider, Hang, Reply, Trickle
 
 from .conftest import MESSAGES, fake_route

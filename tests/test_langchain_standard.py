@@ -36,7 +36,10 @@ from langchain_tests.integration_tests import (
 from langchain_tests.unit_tests import ChatModelUnitTests, EmbeddingsUnitTests
 
 from policy_router import Route, Router
-from policy_router.integrations.langchain import ChatPolicyRouter, PolicyRouterEmbeddings
+from policy_router.integrations.langchain import (
+    ChatPolicyRouter,
+    PolicyRouterEmbeddings,
+)
 from policy_router.testing import Cooperative, FakeProvider
 
 from .conftest import KEY_PREFIX

@@ -32,7 +32,7 @@ from policy_router import (
     Waited,
     Window,
 )
-from policy_router.policies.limits import WINDOW, MemoryWindows
+from policy_router.state.windows import WINDOW, MemoryWindows
 from policy_router.testing import Fail, FakeProvider, Hang, Reply
 
 from ._redis import RedisServer

@@ -5,9 +5,13 @@ from __future__ import annotations
 import pytest
 
 from policy_router import Check, ManualClock, NoRouteError, RefusedError, Requirements, Route
-from policy_router.core.journey import Attempt, Skip
-from policy_router.core.plan import Candidate, Fault, FaultKind, Plan
-from policy_router.policies.capabilities import Capability, resolve
+from policy_router.core.journey import Attempt
+from policy_router.core.plan import Plan
+from policy_router.ground.capability import Capability
+from policy_router.ground.outcome import Fault, FaultKind
+from policy_router.ground.records import Skip
+from policy_router.policies.candidate import Candidate
+from policy_router.policies.capabilities import resolve
 
 from .conftest import Stepped
 

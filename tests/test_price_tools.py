@@ -15,7 +15,7 @@ import pytest
 from policy_router import ConfigError, Price, PriceTable, Route, Router
 from policy_router.cli.main import main
 from policy_router.config.price_tools import diff, import_litellm, to_toml
-from policy_router.drive import transport
+from policy_router.ground import catalog as transport
 from policy_router.testing import FakeProvider
 
 from .conftest import KEY_PREFIX, MESSAGES

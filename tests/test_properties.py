@@ -17,12 +17,15 @@ from policy_router import (
     Requirements,
     Route,
 )
-from policy_router.core.plan import Candidate, Fault, FaultKind, Plan
+from policy_router.core.plan import Plan
+from policy_router.ground.capability import Capability
+from policy_router.ground.money import Usage
+from policy_router.ground.outcome import Fault, FaultKind
 from policy_router.policies.bounds import RequestFacts
 from policy_router.policies.breaker import HealthBook
 from policy_router.policies.budget import Ledger
-from policy_router.policies.capabilities import Capability, resolve
-from policy_router.policies.prices import Usage
+from policy_router.policies.candidate import Candidate
+from policy_router.policies.capabilities import resolve
 from policy_router.policies.retry import Retry
 
 from .conftest import Stepped

@@ -13,6 +13,30 @@ from policy_router import ConfigError, RedisStore
 
 def test_the_design_import_line_works() -> None:
     """Every name of DESIGN §5's import line comes from the package root."""
+    from policy_router import (  # noqa: F401
+        AllRestingError,
+        Attempt,
+        Breaker,
+        Budget,
+        ConfigError,
+        DeadlineExceededError,
+        InMemoryStore,
+        NoRouteError,
+        Order,
+        OverBudgetError,
+        PolicyRouterError,
+        Price,
+        PriceTable,
+        Reach,
+        RedisStore,
+        RefusedError,
+        Requirements,
+        Retry,
+        Route,
+        Routed,
+        Router,
+        Spending,
+    )
 
     assert policy_router.__all__ == sorted(policy_router.__all__)
 

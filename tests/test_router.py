@@ -20,7 +20,17 @@ from policy_router import (
     Routed,
     Router,
 )
-from policy_router.testing import Cut, Drop, Fail, FakeProvider, Hang, NoFinish, Refuse, Reply, Step
+from policy_router.testing import (
+    Cut,
+    Drop,
+    Fail,
+    FakeProvider,
+    Hang,
+    NoFinish,
+    Refuse,
+    Reply,
+    Step,
+)
 
 from .conftest import KEY_PREFIX, MESSAGES, fake_route
 

@@ -29,12 +29,13 @@ from policy_router import (
     Skip,
     StoreUnavailableError,
 )
-from policy_router.core.plan import Candidate, Fault, FaultKind
+from policy_router.ground.money import Usage
+from policy_router.ground.outcome import Fault, FaultKind
 from policy_router.policies.bounds import RequestFacts
 from policy_router.policies.breaker import HealthBook
 from policy_router.policies.budget import Ledger
+from policy_router.policies.candidate import Candidate
 from policy_router.policies.capabilities import resolve
-from policy_router.policies.prices import Usage
 from policy_router.state.store import perform
 from policy_router.testing import FakeProvider, Reply
 

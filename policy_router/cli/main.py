@@ -24,7 +24,8 @@ from typing import Any
 from ..config.policy_file import load as config_load
 from ..core.journey import Journey, Routed
 from ..ground.errors import ConfigError, PolicyRouterError
-from ..ground.route import Reach, Route
+from ..ground.reach import Reach
+from ..ground.route import Route
 from ..router import Router
 from ..testing import Fail, FakeProvider, Reply
 

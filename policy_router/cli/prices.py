@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..ground.errors import ConfigError
-from ..policies.prices import MICROS, Money, PriceTable
+from ..ground.money import MICROS, Money
+from ..policies.price_table import PriceTable
 
 __all__ = ["run"]
 

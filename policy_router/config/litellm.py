@@ -31,11 +31,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ground.capability import MODES
 from ..ground.errors import ConfigError
 from ..ground.route import Route
 from ..policies.breaker import Breaker
-from ..policies.capabilities import MODES
-from ..policies.prices import Price, PriceTable
+from ..policies.price_table import PriceTable
+from ..policies.prices import Price
 from ..policies.retry import Retry
 
 __all__ = ["Loaded", "is_proxy_config", "model_list_routes", "proxy_config"]

@@ -24,7 +24,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..drive import transport
+from ..drive import model_info
+from ..ground import catalog
 from ..ground.errors import ConfigError
 from ..ground.route import Route, _is_secret_name
 from ..observe.extras import need_opentelemetry
@@ -32,7 +33,7 @@ from ..observe.observers import AttemptLog
 from ..policies.breaker import Breaker
 from ..policies.budget import Budget
 from ..policies.order import Order
-from ..policies.prices import PriceTable, _parse
+from ..policies.price_table import PriceTable, _parse
 from ..policies.retry import Retry
 from .litellm import ENV_PREFIX, Loaded, is_proxy_config, proxy_config, secret
 
@@ -79,7 +80,7 @@ class RouteSpec(BaseModel):
 
     @model_validator(mode="after")
     def _known_kwargs(self) -> RouteSpec:
-        known = transport.litellm_kwargs()
+        known = model_info.litellm_kwargs()
         for key in self.model_extra or {}:
             if key not in known:
                 raise ValueError(
@@ -198,7 +199,7 @@ def litellm_table(models: list[str], name: str) -> PriceTable:
     known = []
     for model in dict.fromkeys(models):
         try:
-            transport.cost_map_entry(model)
+            catalog.cost_map_entry(model)
         except ConfigError:
             continue
         known.append(model)

@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from ..policies.prices import MICROS, RATES, Price, PriceTable
+from ..ground import catalog
+from ..ground.money import MICROS
+from ..policies.price_table import PriceTable
+from ..policies.prices import RATES, Price
 
 __all__ = ["Change", "Diff", "diff", "import_litellm", "to_toml"]
 
@@ -25,20 +28,19 @@ def import_litellm(
 ) -> PriceTable:
     """A table of `models` from LiteLLM's bundled map, every rate exact, dated `as_of`.
 
-    `provider` is checked for every model (see `transport.cost_map_entry`); a model the map
+    `provider` is checked for every model (see `catalog.cost_map_entry`); a model the map
     does not know raises `ConfigError` naming close matches. The table's `source` names
     the LiteLLM version the rates came from.
     """
-    from ..drive import transport
 
     rows: dict[str, Price] = {}
     for model in models:
-        key, entry = transport.cost_map_entry(model, provider)
+        key, entry = catalog.cost_map_entry(model, provider)
         rows[key] = Price.from_litellm(entry, f"litellm cost map: {key}")
     return PriceTable(
         "USD",
         as_of,
-        f"litellm {transport.litellm_version()} model_cost map",
+        f"litellm {catalog.litellm_version()} model_cost map",
         rows,
         name="litellm",
     )

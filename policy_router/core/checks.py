@@ -9,64 +9,21 @@ for a request, asking the budget what it would do without reserving anything.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from ..drive import transport
-from ..ground.route import Reach, Route
-from ..policies.bounds import RequestFacts, counted_tokens, reply_tokens
+from ..ground.money import Money
+from ..ground.reach import Reach
+from ..ground.records import Check, Skip
+from ..policies.bounds import RequestFacts, counted_tokens
 from ..policies.budget import Ledger
-from ..policies.capabilities import Capabilities, resolve
+from ..policies.candidate import Candidate
 from ..policies.limits import describe
 from ..policies.order import DEFAULT_REPLY_TOKENS
-from ..policies.prices import Money, Price
 from ..policies.requirements import Requirements
 from ..state.store import perform
-from .journey import Check, Explanation, Skip, Verdict
+from .journey import Explanation, Verdict
 
-__all__ = ["Candidate", "Ordering", "candidate_for", "explain", "sift", "static_skip"]
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A route of a group with what it can do looked up once (at router build time).
-
-    `reply_limit` caps one reply's tokens when a call sets no `max_tokens`: the route's own
-    default `max_tokens`, else its declared `output_limit`, else LiteLLM's
-    `max_output_tokens` for the model (None: unknown). `sent_cap` is the route's default
-    `max_tokens` alone, which goes out with the request. `choices` is the route's default `n`.
-    """
-
-    route: Route
-    capabilities: Capabilities
-    price: Price | None = None
-    reply_limit: int | None = None
-    choices: int = 1
-    sent_cap: int | None = None
-
-    @property
-    def name(self) -> str:
-        return self.route.name
-
-
-def candidate_for(route: Route) -> Candidate:
-    """The route with its capabilities, price and reply limit looked up, once."""
-    info, streams = transport.model_info(route)
-    sent = limit = reply_tokens(route.kwargs, "max_tokens", "max_completion_tokens")
-    if limit is None:
-        limit = route.output_limit
-    if limit is None and info is not None:
-        known = info.get("max_output_tokens")
-        limit = known if isinstance(known, int) and known > 0 else None
-    n = route.kwargs.get("n")
-    return Candidate(
-        route,
-        resolve(route.model, info, streams, route.capabilities),
-        route.prices.price_for(route.model) if route.prices is not None else None,
-        reply_limit=limit,
-        choices=n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1,
-        sent_cap=sent,
-    )
+__all__ = ["Ordering", "explain", "sift", "static_skip"]
 
 
 Ordering = Callable[[Sequence[Candidate]], Sequence[Candidate]]

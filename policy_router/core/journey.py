@@ -6,52 +6,17 @@ a short paragraph a person can act on; `Routed` pairs a response with its journe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from ..policies.prices import Money, Usage
+from ..ground.money import Money, Usage
+from ..ground.records import Check, Skip
 from ..policies.requirements import Requirements
 
 if TYPE_CHECKING:
     from ..ground.route import Route
 
-__all__ = ["Attempt", "Check", "Explanation", "Journey", "Routed", "Skip", "Verdict", "Waited"]
-
-
-class Check(StrEnum):
-    """The checks a route passes before it is sent a request, in the order they run."""
-
-    KNOWN = "known"
-    REQUIREMENTS = "requirements"
-    FLOOR = "floor"
-    BREAKER = "breaker"
-    RATE_LIMIT = "rate_limit"
-    BUDGET = "budget"
-    DEADLINE = "deadline"
-    SEND = "send"
-    """The request could not leave this process for this route (not a provider fault)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Skip:
-    """A route that was not sent the request: which check stopped it, and why.
-
-    `group` and `journey_id` tie the skip to its request once the router records it (they
-    are context, left out of equality)."""
-
-    route: str
-    check: Check
-    reason: str
-    detail: Mapping[str, Any] = field(default_factory=dict)
-    group: str = field(default="", compare=False)
-    journey_id: str = field(default="", compare=False)
-
-    def __str__(self) -> str:
-        if self.check is Check.SEND:
-            return f"not sent to {self.route} ({self.reason})"
-        return f"skipped {self.route} ({self.reason})"
+__all__ = ["Attempt", "Explanation", "Journey", "Routed", "Verdict", "Waited"]
 
 
 @dataclass(frozen=True, slots=True)

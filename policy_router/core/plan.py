@@ -32,22 +32,26 @@ from ..ground.errors import (
     StoreUnavailableError,
 )
 from ..ground.ids import new_id
+from ..ground.money import Money, Usage
 from ..ground.outcome import Fault, FaultKind
+from ..ground.records import Check, Skip
 from ..ground.route import Route
 from ..policies.bounds import counted_tokens
 from ..policies.budget import Ledger, RequestFacts, Reservation
-from ..policies.prices import Money, Usage
+from ..policies.candidate import Candidate
 from ..policies.requirements import Requirements
-from ..state.store import Health, InMemoryStore, Steps, Store, StoreCall, StoreDeadline, perform
-from .checks import Candidate, Ordering, explain, sift, static_skip
+from ..state.memory import InMemoryStore
+from ..state.store import Health, Steps, Store, StoreCall, StoreDeadline, perform
+from .checks import Ordering, explain, sift, static_skip
 from .events import AttemptStarted, RequestEnded, RequestStarted
-from .journey import Attempt, Check, Journey, Skip, Waited
+from .journey import Attempt, Journey, Waited
 
 if TYPE_CHECKING:
     from ..ground.deadline import Deadline
     from ..policies.breaker import HealthBook
-    from ..policies.limits import RateBook, Window
+    from ..policies.limits import RateBook
     from ..policies.retry import Retry
+    from ..state.windows import Window
 
 # Candidate, Fault, FaultKind, explain, sift and static_skip are re-exported: the drivers
 # and tests reach the whole decision core through this module.

@@ -3,7 +3,7 @@ with a `ConfigError` that names the field and the fix.
 
 Only what is cheap to check and certain to fail is refused here; everything else goes to
 LiteLLM as written. What LiteLLM itself refuses before sending is recognised afterwards
-(`transport.classify`), so in neither case does a provider's health or an attempt count
+(`failures.classify`), so in neither case does a provider's health or an attempt count
 change for a request that never left this process.
 """
 

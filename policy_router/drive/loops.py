@@ -17,9 +17,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
 from ..core.plan import Plan, Send
+from ..endpoints import reading
 from ..ground.outcome import Fault, FaultKind
 from ..state.store import Steps, aperform
-from . import transport
+from . import failures
 
 __all__ = ["adrive", "drive", "later", "step"]
 
@@ -61,7 +62,7 @@ def drive(
     open_: Callable[[Send], T],
     *,
     final: bool = True,
-    usage: Usage = transport.usage_of,
+    usage: Usage = reading.usage_of,
 ) -> tuple[T, Send]:
     """The sync driver: ask the plan, send, tell it the outcome, until answered or done.
 
@@ -106,7 +107,7 @@ async def adrive(
     open_: Callable[[Send], Awaitable[T]],
     *,
     final: bool = True,
-    usage: Usage = transport.usage_of,
+    usage: Usage = reading.usage_of,
 ) -> tuple[T, Send]:
     """The async driver: the same loop as `drive`; the deadline cancels the attempt.
 
@@ -216,7 +217,7 @@ def _failed(
 ) -> Steps[bool]:
     """Tell the plan an attempt failed; False when `exc` is not a provider outcome (a bug
     or a misuse on this side), which the driver then re-raises unchanged."""
-    fault = transport.classify(exc)
+    fault = failures.classify(exc)
     if fault is None and bare_timeout_is_deadline and isinstance(exc, TimeoutError):
         fault = _DEADLINE
     if fault is None:
@@ -245,7 +246,7 @@ def _settle_late(plan: Plan, send: Send, future: Future[Any], final: bool, usage
     # The caller has gone: these writes are made in this worker, whatever the deadline.
     error = future.exception()
     if error is not None:
-        fault = transport.classify(error) or _DEADLINE
+        fault = failures.classify(error) or _DEADLINE
         plan.run(plan.settle_late(send, None, fault), bounded=False)
         return
     result = future.result()

@@ -18,19 +18,21 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from ..core.checks import Candidate, explain, sift
+from ..core.checks import explain, sift
 from ..core.events import request_attributes
-from ..core.journey import Explanation, Skip
+from ..core.journey import Explanation
 from ..core.plan import Plan
 from ..core.validate import check_call
 from ..endpoints import Endpoint
 from ..ground.clock import Clock
 from ..ground.deadline import Deadline
 from ..ground.errors import ConfigError, NoRouteError
+from ..ground.records import Skip
 from ..ground.route import Route
 from ..policies.bounds import RequestFacts, prediction_tokens, prompt_bound, reply_tokens
 from ..policies.breaker import HealthBook
 from ..policies.budget import Ledger
+from ..policies.candidate import Candidate
 from ..policies.limits import RateBook
 from ..policies.order import (
     BY_WINDOWS,
@@ -44,7 +46,7 @@ from ..policies.order import (
 from ..policies.requirements import Requirements
 from ..policies.retry import Retry
 from ..state.store import Store
-from . import transport
+from . import model_info, transport
 
 __all__ = ["POLICY_KWARGS", "Planner"]
 
@@ -162,8 +164,13 @@ class Planner:
         image_tokens = self.ledger.budget.image_tokens if self.ledger else 0
         choices = [v for k in endpoint.choices if isinstance(v := kwargs.get(k), int)]
         return RequestFacts(
-            prompt_tokens=transport.count_tokens(kwargs, endpoint.prompt) if count else 0,
-            prompt_bound=prompt_bound(kwargs, image_tokens, texts=endpoint.prompt)
+            prompt_tokens=model_info.count_tokens(kwargs, endpoint.prompt) if count else 0,
+            prompt_bound=prompt_bound(
+                kwargs,
+                image_tokens,
+                texts=endpoint.prompt,
+                schema_of=model_info.response_format_schema,
+            )
             if self.ledger or group in self._counted
             else 0,
             reply_tokens=reply_tokens(kwargs, *endpoint.reply_caps) if endpoint.generates else 0,

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
 
+from ..ground import catalog
 from ..ground.errors import StoreUnavailableError
 from ..ground.outcome import Fault, FaultKind
 from ..ground.route import Route
 from ..policies.budget import Budget
 from ..state.store import Store, perform
-from . import transport
+from . import credentials
 
 if TYPE_CHECKING:
     from ..policies.breaker import HealthBook
@@ -46,14 +47,14 @@ class Verdict:
 def preflight_route(route: Route, live: bool, embedding: bool = False) -> Verdict:
     """Check credentials (LiteLLM's environment validation), then optionally one live call
     (an embedding for a route that serves only embeddings)."""
-    missing, unsure = transport.missing_credentials(route)
+    missing, unsure = credentials.missing_credentials(route)
     if missing and not unsure:
         return Verdict("denied", f"missing credentials: {', '.join(missing)}")
     if not live:
         if missing:
             return Verdict("unknown", f"not in the environment: {', '.join(missing)}; {unsure}")
         return Verdict("ready")
-    fault = transport.ping(route, embedding)
+    fault = credentials.ping(route, embedding)
     if fault is None:
         return Verdict("ready", live=True)
     why = route.redact(f"{fault.status or ''} {fault.message}".strip())
@@ -100,7 +101,7 @@ def problems(
         except StoreUnavailableError as error:
             found.append(f"store: {error}; until it answers, every call under a budget is refused")
     for r in routes:
-        missing, unsure = transport.missing_credentials(r)
+        missing, unsure = credentials.missing_credentials(r)
         if missing and not unsure:
             found.append(f"{r.name}: missing credentials: {', '.join(missing)}")
         if budget is None:
@@ -143,7 +144,7 @@ def retiring(routes: Sequence[Route], today: date) -> list[str]:
     price)."""
     found = []
     for r in routes:
-        dated = transport.deprecation_date(r)
+        dated = catalog.deprecation_date(r.model)
         if dated:
             try:
                 when = date.fromisoformat(dated[:10])

@@ -17,11 +17,12 @@ from typing import Any
 from loguru import logger
 
 from ..core.journey import Journey, Routed
-from ..core.plan import FaultKind, Plan, Send
+from ..core.plan import Plan, Send
 from ..endpoints import Endpoint, StreamShape
-from ..policies.prices import Usage
+from ..ground.money import Usage
+from ..ground.outcome import FaultKind
 from ..state.store import Steps
-from . import transport
+from . import failures, transport
 from .loops import adrive, drive, step
 
 __all__ = ["AsyncRoutedStream", "RoutedStream", "StreamRestart", "astream", "stream"]
@@ -91,7 +92,7 @@ class _Watch:
         if self.done:
             return None
         if self.finish_reason is None:
-            return transport.stream_cut_error(self.send.route, "".join(self.parts))
+            return failures.stream_cut_error(self.send.route, "".join(self.parts))
         self.done = True
         yield from self.plan.finished(self.send, self.usage)
         self.plan.ended()
@@ -110,7 +111,7 @@ class _Watch:
         if self.done:
             return exc
         self.done = True
-        fault = transport.classify(exc)
+        fault = failures.classify(exc)
         if fault is None:
             yield from self.plan.finished(self.send, self.usage)
             self.plan.ended(exc)
@@ -394,7 +395,7 @@ def stream(
         iterator = iter(source)
         first = next(iterator, None)
         if first is None or shape.hollow(first):
-            raise transport.stream_cut_error(send.route, "")
+            raise failures.stream_cut_error(send.route, "")
         return source, iterator, first, strip
 
     opened, send = drive(plan, open_stream, final=False)
@@ -427,7 +428,7 @@ async def astream(
         iterator = source.__aiter__()
         first = await anext(iterator, None)
         if first is None or shape.hollow(first):
-            raise transport.stream_cut_error(send.route, "")
+            raise failures.stream_cut_error(send.route, "")
         return source, iterator, first, strip
 
     opened, send = await adrive(plan, open_stream, final=False)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..policies.prices import Usage
+from ..ground.money import Usage
 from ..policies.requirements import Requirements
 
 __all__ = ["ENDPOINTS", "Endpoint", "Piece", "StreamShape", "endpoint"]

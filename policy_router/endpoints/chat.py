@@ -6,9 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.validate import check_messages
-from ..drive import transport
 from ..policies.requirements import Requirements
-from . import Endpoint, Piece, StreamShape
+from . import Endpoint, Piece, StreamShape, reading
 
 __all__ = ["CHAT", "read_chunk"]
 
@@ -29,7 +28,7 @@ def read_chunk(chunk: Any) -> Piece:
         carries = carries or bool(
             content or reason or getattr(delta, "tool_calls", None) or getattr(delta, "role", None)
         )
-    return Piece("".join(text), finish, transport.usage_of(chunk), carries)
+    return Piece("".join(text), finish, reading.usage_of(chunk), carries)
 
 
 def _check(kwargs: Mapping[str, Any]) -> None:
@@ -46,6 +45,6 @@ CHAT = Endpoint(
     generates=True,
     check=_check,
     requirements=Requirements.from_kwargs,
-    usage=transport.usage_of,
-    stream=StreamShape(read_chunk, transport.is_hollow_first_chunk, ask_usage=True),
+    usage=reading.usage_of,
+    stream=StreamShape(read_chunk, reading.is_hollow_first_chunk, ask_usage=True),
 )

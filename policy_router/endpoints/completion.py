@@ -11,10 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.validate import check_texts
-from ..drive import transport
 from ..ground.errors import ConfigError
 from ..policies.requirements import Requirements
-from . import Endpoint, Piece, StreamShape
+from . import Endpoint, Piece, StreamShape, reading
 
 __all__ = ["COMPLETION"]
 
@@ -28,7 +27,7 @@ def _read(chunk: Any) -> Piece:
             text.append(piece)
         finish = getattr(choice, "finish_reason", None) or finish
     joined = "".join(text)
-    return Piece(joined, finish, transport.usage_of(chunk), bool(joined or finish))
+    return Piece(joined, finish, reading.usage_of(chunk), bool(joined or finish))
 
 
 def _check(kwargs: Mapping[str, Any]) -> None:
@@ -57,6 +56,6 @@ COMPLETION = Endpoint(
     generates=True,
     check=_check,
     requirements=_requirements,
-    usage=transport.usage_of,
+    usage=reading.usage_of,
     stream=StreamShape(_read, lambda _chunk: False, ask_usage=True),
 )

@@ -6,10 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.validate import check_texts
-from ..drive import transport
 from ..ground.errors import ConfigError
 from ..policies.requirements import Requirements
-from . import Endpoint
+from . import Endpoint, reading
 
 __all__ = ["EMBEDDING"]
 
@@ -49,6 +48,6 @@ EMBEDDING = Endpoint(
     generates=False,
     check=_check,
     requirements=_requirements,
-    usage=transport.usage_of,
+    usage=reading.usage_of,
     stream=None,
 )

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..core.validate import check_texts
 from ..ground.errors import ConfigError
-from ..policies.prices import Usage
+from ..ground.money import Usage
 from ..policies.requirements import Requirements
 from . import Endpoint, Piece, StreamShape
 

@@ -1,26 +1,32 @@
 """Reach: where a route sends the request's data, and how that was decided.
 
-The on-device floor trusts a route's reach, so an undeclared reach is inferred to fail
-closed. A route is inferred on-device only when the host it really connects to is loopback
-*and* what answers there is plausibly served on this machine:
+The on-device floor trusts a route's reach, so an undeclared reach is inferred from an
+allow-list and fails closed: a route is inferred on-device only when the host it really
+connects to is loopback *and* one of these serves there:
 
 - a local-serving provider (`ollama`, `lm_studio`, `llamafile`, `hosted_vllm`, ...), except
   the models such a daemon only relays to a cloud (Ollama's `...-cloud` models);
-- a model LiteLLM does not know (`openai/my-llama` on `http://127.0.0.1:8080/v1`).
+- an OpenAI-compatible server (`openai/...`, `custom_openai/...`) whose model LiteLLM does not
+  list under any name it goes by, its `base_model` included (`openai/my-llama` on
+  `http://127.0.0.1:8080/v1`).
 
-A model LiteLLM lists as a hosted vendor model (`openai/gpt-4o`) stays VENDOR even behind a
-loopback `api_base`: `http://localhost:4000` is most often a LiteLLM proxy that forwards to
-the vendor. A provider's *name* alone never proves locality, and a declared reach always wins.
+Everything else is VENDOR: a model LiteLLM lists as a hosted one (`openai/gpt-4o` behind
+`http://localhost:4000` is most often a LiteLLM proxy that forwards to the vendor), a
+forwarder (`litellm_proxy/...`, `openrouter/...`), a vendor-only provider (`azure/...`,
+`bedrock/...`) wherever it listens, and every provider prefix not on these lists. A
+declared reach always wins.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable
+from collections.abc import Iterable
 from enum import StrEnum
 from urllib.parse import urlsplit
 
-__all__ = ["LOCAL_SERVING", "Reach", "infer", "is_loopback"]
+from . import catalog
+
+__all__ = ["LOCAL_SERVING", "OPENAI_COMPATIBLE", "Reach", "infer", "is_loopback"]
 
 
 class Reach(StrEnum):
@@ -50,6 +56,9 @@ LOCAL_SERVING = frozenset(
         "infinity",
     }
 )
+# Providers that speak the OpenAI protocol to whatever server `api_base` names: on loopback
+# that is a local server unless the model is one LiteLLM lists as a vendor's.
+OPENAI_COMPATIBLE = frozenset({"openai", "custom_openai", "openai_like", "text-completion-openai"})
 _LOCAL_DEFAULT_BASES = {
     "ollama": "http://localhost:11434",
     "ollama_chat": "http://localhost:11434",
@@ -84,12 +93,13 @@ def infer(
     model: str,
     provider: str,
     api_base: str | None,
-    known_hosted: Callable[[], str | None],
+    also_known_as: Iterable[str] = (),
 ) -> tuple[Reach, str]:
-    """The reach of an undeclared route, and one sentence saying how it was decided.
+    """The reach of an undeclared route, and one sentence saying which rule decided it.
 
-    `known_hosted()` is asked only for a loopback route outside the local-serving providers:
-    it returns the provider LiteLLM lists the model under when it knows the model, else None.
+    `provider` is the LiteLLM provider the call goes through (the model's prefix, or the
+    route's `custom_llm_provider`); `also_known_as` names the model goes by besides its
+    own (a `base_model`), checked against LiteLLM's map like the model itself.
     """
     base = api_base if api_base is not None else _LOCAL_DEFAULT_BASES.get(provider)
     if base is None:
@@ -105,10 +115,20 @@ def infer(
                 "vendor; declare reach='on_device' only if it is really served here"
             )
         return Reach.ON_DEVICE, f"inferred: {provider} serves on {where}"
-    listed = known_hosted()
+    if provider not in OPENAI_COMPATIBLE:
+        return Reach.VENDOR, (
+            f"inferred: provider {provider or '(none)'!r} is not one that serves models itself, "
+            f"so {where} is taken for a proxy that forwards to a vendor; declare reach='on_device' "
+            "if it is served here"
+        )
+    name = model.split("/", 1)[1] if "/" in model else model
+    names = (model, name, *also_known_as)
+    listed = catalog.listed(names)
     if listed is not None:
         return Reach.VENDOR, (
             f"inferred: LiteLLM lists {model} as a hosted {listed} model, so {where} is taken "
             "for a proxy to the vendor; declare reach='on_device' if it is served here"
         )
-    return Reach.ON_DEVICE, f"inferred: a model LiteLLM does not list, served on {where}"
+    return Reach.ON_DEVICE, (
+        f"inferred: an OpenAI-compatible server on {where}, for a model LiteLLM does not list"
+    )

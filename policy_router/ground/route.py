@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..policies.capabilities import Capability, parse_declared
+from .capability import Capability, parse_declared
 from .deadline import check_timeout
 from .errors import ConfigError
 from .reach import Reach, infer
@@ -168,7 +168,17 @@ class Route:
             MappingProxyType(parse_declared(capabilities, f"Route({model!r}).capabilities")),
         )
         if reach is None:
-            inferred, why = infer(model, self.provider, api_base, self._listed_provider)
+            info = litellm_kwargs.get("model_info")
+            aliases = [
+                str(v)
+                for v in (
+                    litellm_kwargs.get("base_model"),
+                    info.get("base_model") if isinstance(info, Mapping) else None,
+                )
+                if isinstance(v, str) and v
+            ]
+            provider = litellm_kwargs.get("custom_llm_provider") or self.provider
+            inferred, why = infer(model, str(provider), api_base, aliases)
             set_(self, "reach", inferred)
             set_(self, "reach_reason", why)
             set_(self, "reach_declared", False)
@@ -186,11 +196,6 @@ class Route:
         set_(self, "output_limit", output_limit)
         set_(self, "rpm", rpm)
         set_(self, "tpm", tpm)
-
-    def _listed_provider(self) -> str | None:
-        from ..drive import transport  # LiteLLM is asked only for a loopback route
-
-        return transport.listed_provider(self)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Route is immutable; build a new one instead of setting {name}")

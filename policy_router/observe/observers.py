@@ -18,7 +18,8 @@ from typing import Any
 
 from loguru import logger
 
-from ..core.journey import Attempt, Skip, Waited
+from ..core.journey import Attempt, Waited
+from ..ground.records import Skip
 from ..policies.breaker import RestClosed, RestOpened
 from ..state.store import StoreBack, StoreLost
 

@@ -58,8 +58,10 @@ except ImportError:  # pragma: no cover - exercised by a test that hides the pac
     ) from None
 
 from ..core.events import AttemptStarted, RequestEnded, RequestStarted
-from ..core.journey import Attempt, Check, Skip, Waited
+from ..core.journey import Attempt, Waited
+from ..ground import catalog
 from ..ground.errors import ConfigError, StoreUnavailableError
+from ..ground.records import Check, Skip
 
 if TYPE_CHECKING:
     from ..ground.route import Route
@@ -490,9 +492,7 @@ class OTelObserver:
         if found is None:
             provider = route.provider
             if not provider:
-                from ..drive import transport
-
-                provider = transport.listed_provider(route) or "unknown"
+                provider = catalog.listed([route.model]) or "unknown"
             base = route.kwargs.get("api_base") or route.kwargs.get("base_url")
             host = port = None
             if isinstance(base, str):

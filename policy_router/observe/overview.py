@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 
-from ..core.checks import Candidate
-from ..policies.prices import Money
+from ..ground.money import Money
+from ..policies.candidate import Candidate
 from ..state.store import Health
 
 __all__ = ["as_html", "as_text"]

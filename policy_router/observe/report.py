@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.journey import Attempt, Skip
-from ..policies.prices import Money
+from ..core.journey import Attempt
+from ..ground.money import Money
+from ..ground.records import Skip
 from .observers import attempt_row, read_attempts, read_skips, skip_row
 
 __all__ = ["HISTORY", "History", "Report", "RouteReport", "build", "read"]

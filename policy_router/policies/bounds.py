@@ -27,7 +27,7 @@ exceed, not estimates:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -137,19 +137,27 @@ def _parts(content: Any) -> tuple[int, bool]:
     return images, unbounded
 
 
+SchemaOf = Callable[[type], Any]
+"""What LiteLLM sends for a `response_format` class (the drivers pass LiteLLM's own)."""
+
+
 @lru_cache(maxsize=128)
-def _schema_bytes(response_format: type) -> int:
-    # The schema LiteLLM derives from a pydantic class is the same on every call.
-    from ..drive import transport
+def _schema_bytes(response_format: type, schema_of: SchemaOf | None) -> int:
+    # The schema derived from a pydantic class is the same on every call.
+    if schema_of is not None:
+        return _bytes(json.dumps(schema_of(response_format)))
+    # Without LiteLLM's derivation at hand: pydantic's own schema, doubled, bounds what
+    # LiteLLM sends (it wraps the schema and adds at most `"additionalProperties": false`
+    # to each object, never as much again as the object itself).
+    schema = getattr(response_format, "model_json_schema", None)
+    return 2 * _bytes(json.dumps(schema() if callable(schema) else str(response_format))) + 256
 
-    return len(json.dumps(transport.response_format_schema(response_format)).encode("utf-8"))
 
-
-def _response_format_bytes(response_format: Any) -> int:
+def _response_format_bytes(response_format: Any, schema_of: SchemaOf | None) -> int:
     if response_format is None:
         return 0
     if isinstance(response_format, type):
-        return _schema_bytes(response_format)
+        return _schema_bytes(response_format, schema_of)
     return _bytes(response_format)
 
 
@@ -158,6 +166,7 @@ def prompt_bound(
     image_tokens: int = IMAGE_TOKENS,
     *,
     texts: Sequence[str] = ("messages",),
+    schema_of: SchemaOf | None = None,
 ) -> int | None:
     """An upper bound on the prompt tokens any provider can bill for this call, or None
     when the call carries a part that has none (see the module docstring).
@@ -192,7 +201,7 @@ def prompt_bound(
         bound += _bytes([t for t in tools if t]) + TOOLS_TOKENS
     for name in ("tool_choice", "function_call", "prediction"):
         bound += _bytes(kwargs.get(name)) if kwargs.get(name) is not None else 0
-    bound += _response_format_bytes(kwargs.get("response_format"))
+    bound += _response_format_bytes(kwargs.get("response_format"), schema_of)
     return bound + images * image_tokens
 
 

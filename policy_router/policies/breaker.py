@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from ..core.journey import Check, Skip
 from ..ground.errors import ConfigError
 from ..ground.outcome import Fault, FaultKind
+from ..ground.records import Check, Skip
 from ..state.store import Health, Steps, Store, StoreCall
 
 __all__ = ["Breaker", "HealthBook", "RestClosed", "RestOpened"]

@@ -22,15 +22,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal
 
-from ..core.journey import Check, Skip
 from ..ground.errors import ConfigError, StoreUnavailableError
 from ..ground.ids import new_id
+from ..ground.money import Money, Usage
+from ..ground.records import Check, Skip
 from ..state.store import SpendState, Steps, Store, StoreCall
 from .bounds import IMAGE_TOKENS, RequestFacts, reply_bound
-from .prices import Money, Price, Usage
+from .prices import Price
 
 if TYPE_CHECKING:
-    from ..core.checks import Candidate
+    from .candidate import Candidate
 
 __all__ = ["Budget", "Ledger", "Reservation", "RequestFacts", "Spending"]
 

@@ -11,39 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 
-__all__ = ["Capabilities", "Capability", "parse_declared"]
+from ..ground.capability import ENDPOINTS, MODES, Capability
 
-
-class Capability(StrEnum):
-    """One thing a request may need from a model: a feature, or the endpoint it serves."""
-
-    TOOLS = "tools"
-    IMAGES = "images"
-    STRUCTURED_OUTPUT = "structured_output"
-    PROMPT_CACHING = "prompt_caching"
-    THINKING = "thinking"
-    STREAMING = "streaming"
-    CHAT = "chat"
-    EMBEDDING = "embedding"
-    RESPONSES = "responses"
-    COMPLETION = "completion"
-
-
-ENDPOINTS = frozenset(
-    {Capability.CHAT, Capability.EMBEDDING, Capability.RESPONSES, Capability.COMPLETION}
-)
-"""The capabilities that say which kind of call a route serves."""
-
-# LiteLLM's model-info `mode` -> the endpoints a model of that mode serves. A chat model
-# serves the Responses API and text completions too, through LiteLLM's own bridges.
-MODES: Mapping[str, frozenset[Capability]] = {
-    "chat": frozenset({Capability.CHAT, Capability.RESPONSES, Capability.COMPLETION}),
-    "responses": frozenset({Capability.RESPONSES}),
-    "completion": frozenset({Capability.COMPLETION}),
-    "embedding": frozenset({Capability.EMBEDDING}),
-}
+__all__ = ["INFO_KEYS", "Capabilities", "resolve"]
 
 
 # The model-info keys LiteLLM uses for each capability (streaming is asked separately).
@@ -84,32 +55,6 @@ class Capabilities:
             return features or "plain chat only"
         served = ", ".join(c.value for c in Capability if c in endpoints) or "nothing"
         return f"{features}; serves {served} only" if features else f"serves {served} only"
-
-
-def parse_declared(
-    declared: Mapping[str, object] | None, where: str = "capabilities"
-) -> dict[Capability, bool]:
-    """Validate a route's capability overrides: known names, boolean values.
-
-    Raises `ConfigError` naming the key and listing the valid names.
-    """
-    from ..ground.errors import ConfigError
-
-    if declared is None:
-        return {}
-    if not isinstance(declared, Mapping):
-        raise ConfigError(f"{where} must be a mapping like {{'tools': True}}, got {declared!r}")
-    out: dict[Capability, bool] = {}
-    for key, value in declared.items():
-        try:
-            cap = Capability(str(key))
-        except ValueError:
-            names = ", ".join(c.value for c in Capability)
-            raise ConfigError(f"{where}.{key} is not a capability; use one of: {names}") from None
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}.{key} must be true or false, got {value!r}")
-        out[cap] = value
-    return out
 
 
 def resolve(

@@ -21,7 +21,7 @@ from ..state.store import Health
 from .bounds import RequestFacts
 
 if TYPE_CHECKING:
-    from ..core.checks import Candidate
+    from .candidate import Candidate
 
 __all__ = [
     "DEFAULT_REPLY_TOKENS",
@@ -244,7 +244,7 @@ def choose(order: Order | str | Ordering, routes: Sequence[Any]) -> Order | Orde
     """The ordering `order` names (an `Order`, its value, or an `Ordering` object); refuses
     an unknown name, and CHEAPEST across tables in different currencies."""
     from ..ground.errors import ConfigError
-    from .prices import PriceTable
+    from .price_table import PriceTable
 
     if isinstance(order, Ordering) and not isinstance(order, str):
         return order

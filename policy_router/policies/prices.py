@@ -1,131 +1,22 @@
-"""Money in integer micro-units, per-model prices, and dated price tables.
+"""A model's price: integer micro-units per *million* tokens, for every rate a bill has.
 
-No float ever touches a money path: amounts are integer micro-units of a currency
-(`Money(150, "USD")` is $0.000150) and rates are integer micro-units per *million* tokens,
-parsed from decimal strings. A cost is rounded *up* to the micro-unit, so a bill computed
-here is never below the true one. Every table carries its currency, the date its figures
-were true (`as_of`) and where they came from (`source`): a price nobody can date is never
-used to choose or refuse a route silently (`router.check()` reports stale tables).
+Rates are parsed from decimal strings, never floats; a cost is rounded *up* to the
+micro-unit, so a bill computed here is never below the true one (money itself is
+`ground.money`; dated tables of prices are `price_table`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-import tomllib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
-from pathlib import Path
+from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from ..ground.errors import ConfigError
+from ..ground.money import MICROS, Usage, _ceil_div, _micros
 
-__all__ = ["Money", "Price", "PriceTable", "Usage"]
-
-MICROS = 1_000_000
-_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
-
-
-def _decimal(value: object, where: str) -> Decimal:
-    """A non-negative decimal from a string or int; floats are refused, never rounded."""
-    if isinstance(value, bool | float):
-        raise ConfigError(
-            f'{where} must be a decimal string like "0.15", got {value!r}: '
-            "quote it, floats cannot hold prices exactly"
-        )
-    if not isinstance(value, str | int | Decimal):
-        raise ConfigError(f'{where} must be a decimal string like "0.15", got {value!r}')
-    try:
-        number = Decimal(str(value).strip())
-    except InvalidOperation:
-        raise ConfigError(f'{where} must be a decimal string like "0.15", got {value!r}') from None
-    if not number.is_finite() or number < 0:
-        raise ConfigError(f"{where} must be zero or more, got {value!r}")
-    return number
-
-
-def _micros(value: object, where: str) -> int:
-    number = _decimal(value, where) * MICROS
-    if number != number.to_integral_value():
-        raise ConfigError(f"{where}={value!r} has more than 6 decimal places; round it to micros")
-    return int(number)
-
-
-def _ceil_div(numerator: int, denominator: int) -> int:
-    return -(-numerator // denominator)
-
-
-def _currency(value: object, where: str) -> str:
-    if not isinstance(value, str) or len(value) != 3 or not value.isalpha():
-        raise ConfigError(f'{where} must be a 3-letter currency code like "USD", got {value!r}')
-    return value.upper()
-
-
-@dataclass(frozen=True, slots=True)
-class Money:
-    """An amount in integer micro-units (millionths) of a currency. Never a float.
-
-    `Money.parse("5.00", "USD")`; `str(Money(150, "USD"))` is `$0.000150`. Adding or
-    comparing two amounts in different currencies raises `ValueError`.
-    """
-
-    micros: int
-    currency: str = "USD"
-
-    @classmethod
-    def parse(cls, amount: str | int | Decimal, currency: str = "USD") -> Money:
-        """Parse a decimal amount ("5.00") in `currency` exactly, or raise `ConfigError`."""
-        return cls(_micros(amount, "amount"), _currency(currency, "currency"))
-
-    def _same(self, other: Money) -> None:
-        if self.currency != other.currency:
-            raise ValueError(f"cannot mix {self.currency} and {other.currency}")
-
-    def __add__(self, other: Money) -> Money:
-        self._same(other)
-        return Money(self.micros + other.micros, self.currency)
-
-    def __sub__(self, other: Money) -> Money:
-        self._same(other)
-        return Money(self.micros - other.micros, self.currency)
-
-    def __lt__(self, other: Money) -> bool:
-        self._same(other)
-        return self.micros < other.micros
-
-    def __le__(self, other: Money) -> bool:
-        self._same(other)
-        return self.micros <= other.micros
-
-    @property
-    def amount(self) -> Decimal:
-        """The amount as an exact `Decimal` in whole currency units."""
-        return Decimal(self.micros) / MICROS
-
-    def __str__(self) -> str:
-        sign = "-" if self.micros < 0 else ""
-        units, micros = divmod(abs(self.micros), MICROS)
-        text = f"{units}.{micros:06d}"
-        symbol = _SYMBOLS.get(self.currency)
-        return f"{sign}{symbol}{text}" if symbol else f"{sign}{text} {self.currency}"
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Tokens a provider billed for one call. Cache and reasoning counts are subsets.
-
-    `cache_read` and `cache_write` are part of `prompt`, and `cache_write_1h` is the part of
-    `cache_write` written to a one-hour cache; `reasoning` is part of `completion`, as in
-    OpenAI's usage and LiteLLM's normalised usage.
-    """
-
-    prompt: int
-    completion: int
-    cache_read: int = 0
-    cache_write: int = 0
-    reasoning: int = 0
-    cache_write_1h: int = 0
+__all__ = ["RATES", "Price"]
 
 
 # The rate fields of a row, in the file format's order.
@@ -365,6 +256,7 @@ def _per_million(per_token: object, where: str) -> str:
     return str((value * MICROS).quantize(Decimal("0.000001")).normalize())
 
 
+
 def _date(value: object, where: str) -> dt.date:
     if isinstance(value, dt.datetime):
         return value.date()
@@ -376,173 +268,3 @@ def _date(value: object, where: str) -> dt.date:
         except ValueError:
             pass
     raise ConfigError(f'{where} must be a date like "2026-11-01", got {value!r}')
-
-
-class PriceTable:
-    """Rates for models in one currency, true as of one date, from one stated source.
-
-    Rows are keyed by LiteLLM model string (`openai/gpt-4o-mini`); a row may override
-    `as_of`/`source`. A route whose model has no row is *unpriced*, which is not free.
-    Load one with `PriceTable.load(path)` (TOML or YAML), `PriceTable.from_dict(data)`,
-    `PriceTable.default()` (the table shipped in the package) or
-    `PriceTable.from_litellm(models, as_of=...)`. A table does not know whether its
-    figures are still true: `age_days()` says how old they are.
-    """
-
-    __slots__ = ("as_of", "currency", "name", "rows", "source")
-
-    def __init__(
-        self,
-        currency: str,
-        as_of: dt.date | str,
-        source: str,
-        rows: Mapping[str, Price],
-        *,
-        name: str = "table",
-    ) -> None:
-        self.currency = _currency(currency, f"price table {name}: currency")
-        self.as_of = _date(as_of, f"price table {name}: as_of")
-        if not isinstance(source, str) or not source.strip():
-            raise ConfigError(f"price table {name}: source must say where the prices come from")
-        self.source = source
-        self.rows: Mapping[str, Price] = dict(rows)
-        self.name = name
-
-    def price_for(self, model: str) -> Price | None:
-        """The row for a LiteLLM model string, or None when the table has no such row."""
-        return self.rows.get(model)
-
-    def row_as_of(self, model: str) -> dt.date:
-        price = self.rows[model]
-        return price.as_of or self.as_of
-
-    def age_days(self, today: dt.date | None = None) -> int:
-        """Days since the oldest date any row's figures were true."""
-        today = today or dt.date.today()
-        oldest = min([self.as_of, *(p.as_of for p in self.rows.values() if p.as_of)])
-        return (today - oldest).days
-
-    # -- loading ---------------------------------------------------------------------------
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, name: str = "table") -> PriceTable:
-        """Build a table from the documented shape; raise `ConfigError` naming row and field."""
-        where = f"price table {name}"
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"{where} must be a mapping with currency, as_of, source, models")
-        unknown = set(data) - {"currency", "as_of", "source", "models"}
-        if unknown:
-            raise ConfigError(
-                f"{where}: unknown key {sorted(unknown)[0]!r}; use currency, as_of, source, models"
-            )
-        for key in ("currency", "as_of", "source", "models"):
-            if key not in data:
-                raise ConfigError(f"{where}: missing {key!r}")
-        models = data["models"]
-        if not isinstance(models, Mapping):
-            raise ConfigError(f"{where}: models must map a LiteLLM model string to its rates")
-        rows: dict[str, Price] = {}
-        for model, row in models.items():
-            rwhere = f"{where}: models.{model!r}"
-            if not isinstance(row, Mapping):
-                raise ConfigError(f'{rwhere} must be a mapping of rates like {{input = "0.15"}}')
-            bad = set(row) - set(_ROW_KEYS)
-            if bad:
-                raise ConfigError(
-                    f"{rwhere}.{sorted(bad)[0]} is not a price field; use {', '.join(_ROW_KEYS)}"
-                )
-            for required in ("input", "output"):
-                if required not in row:
-                    raise ConfigError(f"{rwhere}: missing {required!r} (per million tokens)")
-            rows[str(model)] = Price(where=rwhere, **row)
-        return cls(data["currency"], data["as_of"], data["source"], rows, name=name)
-
-    @classmethod
-    def load(cls, path: str | Path) -> PriceTable:
-        """Read a TOML (`.toml`) or YAML (`.yaml`/`.yml`) table from a file."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as error:
-            raise ConfigError(f"price table {path}: cannot read it ({error.strerror})") from None
-        return cls.from_dict(_parse(text, path), name=str(path))
-
-    @classmethod
-    def default(cls) -> PriceTable:
-        """The table shipped with the package: common OpenAI, Anthropic, Google, Mistral and
-        DeepSeek models, each row with its source. Check `as_of` before trusting it."""
-        return cls.load(Path(__file__).parents[1] / "tables" / "default.toml")
-
-    @classmethod
-    def from_litellm(
-        cls, models: Iterable[str], *, as_of: dt.date | str, currency: str = "USD"
-    ) -> PriceTable:
-        """Import rows from LiteLLM's cost map, marked as such.
-
-        LiteLLM's map carries no date, so the caller vouches for one with `as_of`. Its
-        per-token floats are converted to exact per-million decimals. A model missing from
-        the map raises `ConfigError` rather than becoming a free row.
-        """
-        from ..drive import transport
-
-        rows = {
-            model: Price.from_litellm(entry, f"litellm cost map: {model}")
-            for model, entry in transport.cost_map_rows(list(models)).items()
-        }
-        return cls(
-            currency,
-            as_of,
-            f"litellm {transport.litellm_version()} model_cost map (imported)",
-            rows,
-            name="litellm",
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"PriceTable({self.name!r}, {self.currency}, as_of={self.as_of.isoformat()}, "
-            f"{len(self.rows)} rows)"
-        )
-
-
-def _parse(text: str, path: Path) -> Any:
-    if path.suffix == ".toml":
-        try:
-            # Numbers with a point are read exactly from their written text: `cap = 5.00`.
-            return tomllib.loads(text, parse_float=Decimal)
-        except tomllib.TOMLDecodeError as error:
-            raise ConfigError(f"{path}: not valid TOML ({error})") from None
-    if path.suffix in (".yaml", ".yml"):
-        return load_yaml(text, path)
-    raise ConfigError(f"{path}: unknown file type; use .toml, .yaml or .yml")
-
-
-def load_yaml(text: str, path: Path | str) -> Any:
-    """Parse YAML, refusing duplicate keys (which YAML would otherwise let the last win)."""
-    import yaml
-
-    class _Strict(yaml.SafeLoader):
-        pass
-
-    def mapping(loader: _Strict, node: yaml.MappingNode) -> dict[Any, Any]:
-        out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            if key in out:
-                raise ConfigError(
-                    f"{path}: duplicate key {key!r} (line {key_node.start_mark.line + 1})"
-                )
-            out[key] = loader.construct_object(value_node, deep=True)
-        return out
-
-    def exact(loader: _Strict, node: yaml.ScalarNode) -> Decimal:
-        # A number with a point is read from its written text (`cap: 5.00` is 5.00, not a
-        # binary float): money stays exact; other fields take it as a number all the same.
-        text = str(loader.construct_scalar(node)).replace("_", "").lower()
-        special = {".inf": "Infinity", "+.inf": "Infinity", "-.inf": "-Infinity", ".nan": "NaN"}
-        return Decimal(special.get(text, text))
-
-    _Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    _Strict.add_constructor("tag:yaml.org,2002:float", exact)
-    try:
-        return yaml.load(text, Loader=_Strict)
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML ({error})") from None

@@ -12,8 +12,9 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any
 
+from ..ground.capability import ENDPOINTS, Capability
 from ..ground.errors import ConfigError
-from .capabilities import ENDPOINTS, Capabilities, Capability
+from .capabilities import Capabilities
 
 __all__ = ["Requirements"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...policies.limits import WINDOW, Window
+from ..windows import WINDOW, Window
 
 __all__ = ["close_args", "decode", "finish_write", "take_args", "windows_args", "decode_all"]
 

@@ -40,8 +40,9 @@ from urllib.parse import urlsplit
 
 from ...ground.clock import Clock, MonotonicClock
 from ...ground.errors import ConfigError, StoreUnavailableError
-from ...policies.limits import Window
-from ..store import Health, InMemoryStore, SpendState, StoreCall
+from ..memory import InMemoryStore
+from ..store import Health, SpendState, StoreCall
+from ..windows import Window
 from .health import ALL, DONE_TTL, Keys, Update, decode_all, free_probe
 from .health import arun as arun_update
 from .health import run as run_update

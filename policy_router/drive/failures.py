@@ -1,0 +1,220 @@
+"""What a LiteLLM exception is about: the provider, the route's configuration, the
+request, the work, or nothing at all because it never left this process.
+
+Exceptions are classified from the HTTP status and the provider's error body, not only from
+LiteLLM's class: LiteLLM maps some errors by message text (a refused connection arrives as
+`InternalServerError` 500 "Connection error.", a 403 as plain `APIError`, and OpenAI's real
+content-policy 400 as a plain `BadRequestError`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import litellm
+import openai
+
+from ..ground.errors import PolicyRouterError
+from ..ground.outcome import Fault, FaultKind
+from ..ground.route import Route
+
+__all__ = ['classify', 'stream_cut_error']
+
+
+def stream_cut_error(route: Route, text: str) -> Exception:
+    """The exception for a stream that ended without a finish reason.
+
+    It is LiteLLM's own `MidStreamFallbackError`, the class LiteLLM raises when it notices
+    the same thing itself, with the text received so far as `generated_content`.
+    """
+    return litellm.exceptions.MidStreamFallbackError(
+        message="the stream ended without a finish reason: the reply was cut short",
+        model=route.model,
+        llm_provider=route.provider or "unknown",
+        generated_content=text,
+    )
+
+
+
+_ACCESS_STATUSES = {401, 402, 403, 404}
+
+
+
+_REQUEST_STATUSES = {400, 413, 422}
+
+
+
+def classify(exc: BaseException) -> Fault | None:
+    """What a LiteLLM exception is about, or None when it is not a provider outcome.
+
+    None means the exception is a bug or a misuse on this side (a `TypeError`, say) and is
+    re-raised unchanged rather than treated as a reason to try the next route. A failure
+    that never left this process is classified by what happened, not by LiteLLM's class
+    (see `Fault.sent`).
+    """
+    if isinstance(exc, PolicyRouterError) or not isinstance(
+        exc, openai.APIError | litellm.exceptions.APIError | litellm.exceptions.APIConnectionError
+    ):
+        return None
+    local = _never_sent(exc)
+    if local is not None:
+        return local
+    status = _status(exc)
+    message = _provider_text(str(getattr(exc, "message", "") or exc))
+    retry_after = _retry_after(exc)
+
+    def fault(kind: FaultKind) -> Fault:
+        return Fault(kind, status, message, retry_after)
+
+    if isinstance(exc, litellm.exceptions.UnsupportedParamsError):
+        # LiteLLM's own parameter check, made before anything is sent.
+        return Fault(FaultKind.BAD_REQUEST, status, message, sent=False)
+    if isinstance(exc, litellm.exceptions.MidStreamFallbackError):
+        return fault(FaultKind.STREAM_CUT)
+    if _is_refusal(exc, message):
+        return fault(FaultKind.REFUSED)
+    if isinstance(exc, litellm.exceptions.ContextWindowExceededError):
+        return fault(FaultKind.BAD_REQUEST)
+    if isinstance(exc, litellm.exceptions.Timeout) or status in (408, 504):
+        return fault(FaultKind.TIMEOUT)
+    if status == 429 or isinstance(exc, litellm.exceptions.RateLimitError):
+        return fault(FaultKind.RATE_LIMITED)
+    if status in _ACCESS_STATUSES or isinstance(
+        exc,
+        litellm.exceptions.AuthenticationError
+        | litellm.exceptions.PermissionDeniedError
+        | litellm.exceptions.NotFoundError,
+    ):
+        return fault(FaultKind.ACCESS)
+    if status in _REQUEST_STATUSES or isinstance(
+        exc, litellm.exceptions.BadRequestError | litellm.exceptions.UnprocessableEntityError
+    ):
+        return fault(FaultKind.BAD_REQUEST)
+    if _is_connection(exc):
+        return fault(FaultKind.CONNECTION)
+    return fault(FaultKind.SERVER_ERROR)
+
+
+
+# Python errors raised while a request is built, encoded or configured, before any byte
+# leaves: LiteLLM wraps them as provider errors (a 500 around a UnicodeEncodeError, an
+# APIConnectionError around a TypeError), measured with litellm 1.110.2.
+_LOCAL_ERRORS = (UnicodeError, TypeError, OverflowError, ValueError)
+
+
+
+def _never_sent(exc: BaseException) -> Fault | None:
+    """A Fault with `sent=False` when `exc` wraps an error raised before sending."""
+    cause: BaseException | None = exc
+    for _ in range(10):
+        nested = cause.__cause__ or cause.__context__ if cause is not None else None
+        if nested is None:
+            break
+        cause = nested
+    if cause is None or cause is exc:
+        return None
+    text = f"{type(cause).__name__}: {str(cause)[:300]}"
+    if type(cause) is openai.OpenAIError:
+        # The OpenAI client refused to be built: a missing key, a bad option of the route.
+        return Fault(FaultKind.ACCESS, None, text, sent=False)
+    if (
+        isinstance(cause, _LOCAL_ERRORS)
+        and not isinstance(cause, json.JSONDecodeError)
+        and not _while_reading_a_response(cause)
+    ):
+        return Fault(FaultKind.BAD_REQUEST, None, text, sent=False, local=text)
+    return None
+
+
+
+def _while_reading_a_response(error: BaseException) -> bool:
+    # A ValueError or TypeError raised while turning a provider's reply into a response
+    # happened after sending; its frames say so (transform_response, ..._response_object).
+    tb = error.__traceback__
+    while tb is not None:
+        if "response" in tb.tb_frame.f_code.co_name:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+
+# LiteLLM prefixes the provider's text with its own class names, sometimes twice:
+# "litellm.exceptions.RateLimitError: RateLimitError: OpenAIException - Too many requests".
+_PREFIX = re.compile(r"^(?:(?:litellm\.)?\w*(?:Error|Exception|Timeout)(?: Error)?(?: - |: ))+")
+
+
+
+def _provider_text(message: str) -> str:
+    text = _PREFIX.sub("", message.strip())
+    return text.split(" Original exception:", 1)[0].strip() or message
+
+
+
+def _status(exc: BaseException) -> int | None:
+    # The response's own status beats LiteLLM's, which is rewritten by message text.
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if isinstance(status, int) and status >= 400:
+        return status
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    headers: Any = getattr(getattr(exc, "response", None), "headers", None) or {}
+    value = None
+    try:
+        value = headers.get("retry-after")
+    except AttributeError:
+        value = None
+    if value is None:
+        extra = getattr(exc, "litellm_response_headers", None) or {}
+        try:
+            value = extra.get("retry-after")
+        except AttributeError:
+            value = None
+    try:
+        seconds = float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None  # an HTTP date: rare from LLM providers, and not trusted blind
+    return seconds if seconds is not None and seconds >= 0 else None
+
+
+
+def _is_refusal(exc: BaseException, message: str) -> bool:
+    if isinstance(exc, litellm.exceptions.ContentPolicyViolationError):
+        return True
+    body = getattr(exc, "body", None)
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            body = None
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        code = error.get("code") if isinstance(error, Mapping) else None
+        if code == "content_policy_violation" or code == "content_filter":
+            return True
+    return "content_policy_violation" in message or "content management policy" in message
+
+
+
+def _is_connection(exc: BaseException) -> bool:
+    if isinstance(exc, litellm.exceptions.APIConnectionError):
+        return True
+    if "Connection error" in str(exc):
+        return True
+    cause: BaseException | None = exc.__cause__ or exc.__context__
+    seen = 0
+    while cause is not None and seen < 8:
+        name = type(cause).__name__
+        if "Connect" in name or "RemoteProtocol" in name or "ReadError" in name:
+            return True
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
+    return False

@@ -1,0 +1,74 @@
+"""Reading LiteLLM's objects without importing LiteLLM: the usage a response reports, and
+whether a stream's first chunk is one LiteLLM made up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..ground.money import Usage
+
+__all__ = ['is_hollow_first_chunk', 'usage_of']
+
+
+def _field(obj: Any, name: str) -> Any:
+    """An attribute that may not be there, without paying for a missing one: LiteLLM's
+    pydantic objects answer a missing attribute through `__getattr__` and an exception."""
+    if obj is None:
+        return None
+    fields = getattr(obj, "__dict__", None)
+    if isinstance(fields, dict):
+        if name in fields:
+            return fields[name]
+        extra = fields.get("__pydantic_extra__") or getattr(obj, "__pydantic_extra__", None)
+        return extra.get(name) if isinstance(extra, dict) else None
+    return getattr(obj, name, None)
+
+
+
+def usage_of(response: Any) -> Usage | None:
+    """The usage a response or final stream chunk reports, or None when it has none."""
+    usage = _field(response, "usage")
+    if usage is None:
+        return None
+    prompt = _field(usage, "prompt_tokens")
+    completion = _field(usage, "completion_tokens")
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    details = _field(usage, "prompt_tokens_details")
+    out = _field(usage, "completion_tokens_details")
+    if details is None and out is None and not _field(usage, "cache_creation_input_tokens"):
+        return Usage(prompt, completion)  # no cache or reasoning detail: the common reply
+    cached = _field(details, "cached_tokens") or _field(usage, "cache_read_input_tokens")
+    written = _field(usage, "cache_creation_input_tokens") or _field(
+        details, "cache_creation_tokens"
+    )
+    hour = _field(_field(details, "cache_creation_token_details"), "ephemeral_1h_input_tokens")
+    reasoning = _field(out, "reasoning_tokens")
+    return Usage(
+        prompt,
+        completion,
+        int(cached or 0),
+        int(written or 0),
+        int(reasoning or 0),
+        hour if isinstance(hour, int) else 0,
+    )
+
+
+
+def is_hollow_first_chunk(chunk: Any) -> bool:
+    """True for a first chunk LiteLLM made up because the provider sent no chunk at all.
+
+    Measured with litellm 1.110.2: a stream whose connection closes before any data yields
+    one chunk with `finish_reason="stop"`, no role and no content, instead of an error. A
+    real first chunk carries the assistant role or some content.
+    """
+    for choice in getattr(chunk, "choices", None) or ():
+        delta = getattr(choice, "delta", None)
+        if (
+            getattr(delta, "role", None)
+            or getattr(delta, "content", None)
+            or getattr(delta, "tool_calls", None)
+        ):
+            return False
+    return True

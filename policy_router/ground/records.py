@@ -1,0 +1,49 @@
+"""The records every part writes: which check a route met, and a skip with its reason.
+
+A skip is a frozen record (route, check, reason, detail), never an index in a set and a
+flag (STYLE habit 5); the journey of a request (`core.journey`) is made of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = ['Check', 'Skip']
+
+
+class Check(StrEnum):
+    """The checks a route passes before it is sent a request, in the order they run."""
+
+    KNOWN = "known"
+    REQUIREMENTS = "requirements"
+    FLOOR = "floor"
+    BREAKER = "breaker"
+    RATE_LIMIT = "rate_limit"
+    BUDGET = "budget"
+    DEADLINE = "deadline"
+    SEND = "send"
+    """The request could not leave this process for this route (not a provider fault)."""
+
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A route that was not sent the request: which check stopped it, and why.
+
+    `group` and `journey_id` tie the skip to its request once the router records it (they
+    are context, left out of equality)."""
+
+    route: str
+    check: Check
+    reason: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    group: str = field(default="", compare=False)
+    journey_id: str = field(default="", compare=False)
+
+    def __str__(self) -> str:
+        if self.check is Check.SEND:
+            return f"not sent to {self.route} ({self.reason})"
+        return f"skipped {self.route} ({self.reason})"

@@ -1,0 +1,63 @@
+"""A candidate: a route of a group with what it can do, its price and reply limit, looked
+up once when the router is built.
+
+LiteLLM's model info reaches it as data (`candidate_for(route, info, streams)`): the
+drivers ask LiteLLM, the policies read the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..ground.route import Route
+from .bounds import reply_tokens
+from .capabilities import Capabilities, resolve
+from .prices import Price
+
+__all__ = ['Candidate', 'candidate_for']
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A route of a group with what it can do looked up once (at router build time).
+
+    `reply_limit` caps one reply's tokens when a call sets no `max_tokens`: the route's own
+    default `max_tokens`, else its declared `output_limit`, else LiteLLM's
+    `max_output_tokens` for the model (None: unknown). `sent_cap` is the route's default
+    `max_tokens` alone, which goes out with the request. `choices` is the route's default `n`.
+    """
+
+    route: Route
+    capabilities: Capabilities
+    price: Price | None = None
+    reply_limit: int | None = None
+    choices: int = 1
+    sent_cap: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.route.name
+
+
+
+def candidate_for(route: Route, info: Mapping[str, Any] | None, streams: bool) -> Candidate:
+    """The route with its capabilities, price and reply limit, once: `info` is LiteLLM's
+    model info for it (None when LiteLLM does not know the model), `streams` whether
+    LiteLLM streams it natively."""
+    sent = limit = reply_tokens(route.kwargs, "max_tokens", "max_completion_tokens")
+    if limit is None:
+        limit = route.output_limit
+    if limit is None and info is not None:
+        known = info.get("max_output_tokens")
+        limit = known if isinstance(known, int) and known > 0 else None
+    n = route.kwargs.get("n")
+    return Candidate(
+        route,
+        resolve(route.model, info, streams, route.capabilities),
+        route.prices.price_for(route.model) if route.prices is not None else None,
+        reply_limit=limit,
+        choices=n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1,
+        sent_cap=sent,
+    )

@@ -1,0 +1,151 @@
+"""The default store: one process, thread- and task-safe, no lock held across a call.
+
+Every method is one short critical section; budget writes are keyed by their
+reservation's id and take effect once (see `state.store` for the contract it keeps).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from cachetools import LRUCache
+
+from .store import Health, SpendState, StoreCall
+from .windows import MemoryWindows, Window
+
+if TYPE_CHECKING:
+    from ..ground.clock import Clock
+
+__all__ = ['InMemoryStore']
+
+
+class InMemoryStore:
+    """The default store: one process, thread- and task-safe, nothing held across a call.
+
+    Several routers may share one instance; they then share budgets by budget name and
+    health records by route name. Nothing survives the process.
+    """
+
+    remote = False
+    _windows: MemoryWindows | None
+
+    def bind(self, router: str, clock: Clock, emit: Callable[[object], None]) -> InMemoryStore:
+        # The windows run on the first router's clock (a test's manual clock included).
+        if self._windows is None:
+            from .windows import MemoryWindows
+
+            self._windows = MemoryWindows(clock)
+        return self
+
+    def _rates(self) -> MemoryWindows:
+        if self._windows is None:  # used without a router: on the monotonic clock
+            from ..ground.clock import MonotonicClock
+            from .windows import MemoryWindows
+
+            self._windows = MemoryWindows(MonotonicClock())
+        return self._windows
+
+    def take(
+        self, route: str, slot: str, tokens: int, rpm: int | None, tpm: int | None
+    ) -> Window:
+        return self._rates().take(route, slot, tokens, rpm, tpm)
+
+    def finish(self, route: str, slot: str, tokens: int | None) -> None:
+        self._rates().finish(route, slot, tokens)
+
+    def close_window(self, route: str, seconds: float) -> None:
+        self._rates().close_window(route, seconds)
+
+    def windows(self, routes: list[str]) -> dict[str, Window]:
+        return self._rates().windows(routes)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spend: dict[str, list[int]] = {}  # SpendState's fields, counted in place
+        self._holds: dict[tuple[str, str], int] = {}
+        # Ids settled or released lately, so a repeated write is a no-op; in one process
+        # nothing is ever repeated, but the store keeps the same promise as a shared one.
+        self._done: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=4096)
+        self._health: dict[str, Health] = {}
+        self._windows = None
+
+    def _account(self, budget: str) -> list[int]:
+        account = self._spend.get(budget)
+        if account is None:
+            account = self._spend[budget] = [0, 0, 0, 0, 0, 0]
+        return account
+
+    def reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
+        key = (budget, hold)
+        with self._lock:
+            if key in self._holds:
+                return True
+            account = self._account(budget)
+            if key in self._done or (cap is not None and account[0] + account[1] + amount > cap):
+                return False
+            self._holds[key] = amount
+            account[1] += amount
+            account[5] += 1
+            return True
+
+    def settle(self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
+        key = (budget, hold)
+        with self._lock:
+            if key in self._done:
+                return
+            self._done[key] = True
+            amount = self._holds.pop(key, None)
+            account = self._account(budget)
+            account[0] += cost
+            account[2] += 1
+            account[3] += not measured
+            account[4] += not bounded
+            if amount is not None:
+                account[1] -= amount
+                account[5] -= 1
+
+    def release(self, budget: str, hold: str) -> None:
+        key = (budget, hold)
+        with self._lock:
+            self._done[key] = True
+            amount = self._holds.pop(key, None)
+            if amount is not None:
+                account = self._account(budget)
+                account[1] -= amount
+                account[5] -= 1
+
+    def spend_state(self, budget: str) -> SpendState:
+        with self._lock:
+            return SpendState(*self._spend.get(budget, ()))
+
+    def health(self, route: str) -> Health:
+        with self._lock:
+            return self._health.get(route, Health())
+
+    def update_health(
+        self, route: str, change: Callable[[Health], Health], *, token: str = "", op: str = ""
+    ) -> Health:
+        with self._lock:
+            new = change(self._health.get(route, Health()))
+            self._health[route] = new
+            return new
+
+    def defer(self, call: StoreCall) -> Any:
+        # Nothing here waits on a network: a deferred write is simply made now.
+        return getattr(self, call.method)(*call.args, **call.kwargs)
+
+    def all_health(self) -> dict[str, Health]:
+        with self._lock:
+            return dict(self._health)
+
+    def reset_health(self, route: str | None = None) -> None:
+        with self._lock:
+            if route is None:
+                self._health.clear()
+            else:
+                self._health.pop(route, None)
+
+    def __repr__(self) -> str:
+        return f"InMemoryStore({len(self._spend)} budgets, {len(self._health)} routes)"
