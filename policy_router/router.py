@@ -18,7 +18,7 @@ from typing import Any, Literal
 from .core.journey import Explanation, Routed
 from .core.plan import Plan
 from .core.validate import check_policies
-from .drive import calls, model_info, transport
+from .drive import calls, model_info, settings
 from .drive.planning import Planner
 from .drive.preflight import Verdict as PreflightVerdict
 from .drive.preflight import embeds_only, preflight_route, problems, rest_denied
@@ -106,9 +106,9 @@ class Router:
         check_policies(budget, breaker, retry, store, name, stream_failure, on_restart)
         self._routes = tuple(unique_names(routes))
         self._clock: Clock = clock or MonotonicClock()
-        transport.check_globals()
+        settings.check_globals()
         if quiet_litellm:
-            transport.silence_banner()
+            settings.silence_banner()
         if isinstance(order, Mapping):
             unknown = set(order) - {r.group for r in self._routes}
             if unknown:

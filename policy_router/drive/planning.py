@@ -46,7 +46,7 @@ from ..policies.order import (
 from ..policies.requirements import Requirements
 from ..policies.retry import Retry
 from ..state.store import Store
-from . import model_info, transport
+from . import model_info, settings
 
 __all__ = ["POLICY_KWARGS", "Planner"]
 
@@ -195,7 +195,7 @@ class Planner:
     ) -> tuple[Plan, dict[str, Any]]:
         """One call's plan, and the keyword arguments LiteLLM is to get."""
         kwargs = _with_messages(endpoint, messages, kwargs)
-        transport.check_globals()
+        settings.check_globals()
         group, candidates = self.group(model)
         needs = self.needs(endpoint, kwargs)
         call_kwargs = {k: v for k, v in kwargs.items() if k not in POLICY_KWARGS}

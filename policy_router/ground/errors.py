@@ -34,14 +34,11 @@ when the request never reached a decision).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 # LiteLLM's exception classes are its public error surface: subclassing two of them is what
 # lets existing `except litellm.X:` clauses keep working. Nothing here calls LiteLLM.
 import litellm.exceptions
-
-if TYPE_CHECKING:
-    from ..core.journey import Journey
 
 __all__ = [
     "AllRestingError",
@@ -63,9 +60,11 @@ class PolicyRouterError(Exception):
     failed; catch those as you would without the router.
     """
 
-    journey: Journey | None
+    # The request's `policy_router.Journey` (None when no route was considered). Typed
+    # loosely because the journey is a record of the decision core, a layer above this one.
+    journey: Any
 
-    def __init__(self, message: str, *, journey: Journey | None = None) -> None:
+    def __init__(self, message: str, *, journey: Any = None) -> None:
         super().__init__(message)
         self.journey = journey
 
@@ -96,7 +95,7 @@ class AllRestingError(NoRouteError):
 
     wakes_in: float
 
-    def __init__(self, message: str, *, wakes_in: float, journey: Journey | None = None) -> None:
+    def __init__(self, message: str, *, wakes_in: float, journey: Any = None) -> None:
         super().__init__(message, journey=journey)
         self.wakes_in = wakes_in
 
@@ -114,7 +113,7 @@ class RateLimitedError(NoRouteError, litellm.exceptions.RateLimitError):
     retry_after: float
 
     def __init__(
-        self, message: str, *, retry_after: float, journey: Journey | None = None
+        self, message: str, *, retry_after: float, journey: Any = None
     ) -> None:
         litellm.exceptions.RateLimitError.__init__(
             self,
@@ -144,7 +143,7 @@ class DeadlineExceededError(PolicyRouterError, litellm.exceptions.Timeout, Timeo
     elapsed: float
 
     def __init__(
-        self, message: str, *, elapsed: float, journey: Journey | None = None, model: str = ""
+        self, message: str, *, elapsed: float, journey: Any = None, model: str = ""
     ) -> None:
         litellm.exceptions.Timeout.__init__(self, message, model=model, llm_provider="")
         self.args = (message,)
@@ -174,7 +173,7 @@ class RefusedError(PolicyRouterError, litellm.exceptions.ContentPolicyViolationE
         message: str,
         *,
         provider_error: BaseException | None = None,
-        journey: Journey | None = None,
+        journey: Any = None,
     ) -> None:
         litellm.exceptions.ContentPolicyViolationError.__init__(
             self,

@@ -44,7 +44,7 @@ import time
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 try:
@@ -65,10 +65,23 @@ from ..ground.records import Check, Skip
 
 if TYPE_CHECKING:
     from ..ground.route import Route
+    from ..policies.budget import Spending
     from ..policies.requirements import Requirements
-    from ..router import Router
 
-__all__ = ["OTelObserver"]
+__all__ = ["OTelObserver", "Watched"]
+
+
+class Watched(Protocol):
+    """What the gauges read of a router: its name, its spending and its resting routes.
+
+    A protocol rather than the `Router` class, so that observing knows nothing above it."""
+
+    @property
+    def name(self) -> str: ...
+
+    def spending(self) -> Spending | None: ...
+
+    def resting(self) -> Mapping[str, Any]: ...
 
 _MAX_OPEN = 10_000
 
@@ -175,7 +188,7 @@ class OTelObserver:
         self._open: dict[str, _Open] = {}
         self._described: dict[Requirements, str] = {}
         self._providers: dict[str, tuple[str, str | None, int | None]] = {}
-        self._routers: list[weakref.ReferenceType[Router]] = []
+        self._routers: list[weakref.ReferenceType[Watched]] = []
         self._meter = (
             metrics_api.get_meter(package, version, meter_provider=meter_provider)
             if metrics
@@ -233,12 +246,12 @@ class OTelObserver:
             description="Routes resting after failures",
         )
 
-    def attach(self, router: Router) -> None:
+    def attach(self, router: Watched) -> None:
         """Called by `Router` when it is built with this observer: its gauges are read from
         the router's store when the metrics are collected."""
         self._routers.append(weakref.ref(router))
 
-    def _live(self) -> list[Router]:
+    def _live(self) -> list[Watched]:
         return [r for ref in self._routers if (r := ref()) is not None]
 
     def _spent(self, _options: CallbackOptions) -> Iterable[Observation]:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .billing import cap, prompt_tokens, stop_at, words
-from .server import Exchange, split_text
+from .exchange import Exchange, split_text
 from .steps import Reply
 
 __all__ = ["ChatExchange"]

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .billing import cap, stop_at, words
-from .server import Exchange, split_text
+from .exchange import Exchange, split_text
 from .steps import Reply
 
 __all__ = ["CompletionExchange"]

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from .billing import words
-from .server import Exchange
+from .exchange import Exchange
 from .steps import Reply
 
 __all__ = ["EmbeddingExchange"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from .chat import ChatExchange
 from .completions import CompletionExchange
 from .embeddings import EmbeddingExchange
+from .exchange import Exchange
 from .responses import ResponsesExchange
-from .server import Exchange
 
 __all__ = ["EXCHANGES"]
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .billing import cap, prompt_tokens, words
-from .server import Exchange, split_text
+from .exchange import Exchange, split_text
 from .steps import Reply
 
 __all__ = ["ResponsesExchange"]
