@@ -2,8 +2,8 @@
 
 `Router.completion`, `embedding`, `responses` and `text_completion` (and their async twins)
 take LiteLLM's keyword arguments and return LiteLLM's objects; `model=` names a group. Each
-call is planned by the `Planner` (`planning.py`) into a `Plan`, the pure decision core, and
-driven by the loops in `drive.py` (or opened as a stream by `stream.py`): one path for
+call is planned by the `Planner` (`drive.planning`) into a `Plan`, the pure decision core, and
+driven by the loops in `drive.loops` (or opened as a stream by `drive.stream`): one path for
 every endpoint, which is data (`endpoints/`).
 """
 
@@ -160,9 +160,7 @@ class Router:
         whose variable is not set is an error here; `policy-router check` lists them all.
         Keyword arguments (`clock=`, `observers=`, ...) are passed to the constructor.
         """
-        from .config.policy_file import (
-            load,  # pydantic models, built only when a file is read
-        )
+        from .config.policy_file import load
 
         return cls._loaded(load(config), overrides)
 
@@ -175,7 +173,7 @@ class Router:
         `model_name` → group, `litellm_params` → route kwargs, `model_info` → capabilities
         (its `mode` says what the route serves), prices and reach; `order`, retries and
         cost fields are honoured; anything that is not applied is listed by `check()` with
-        its place (see `litellm_config.py`). An `os.environ/NAME` that is not set raises,
+        its place (see `config.litellm`). An `os.environ/NAME` that is not set raises,
         naming NAME. Policies (`order=`, `budget=`, `breaker=`, ...) are keyword arguments.
         """
         from .config.litellm import model_list_routes

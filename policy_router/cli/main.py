@@ -190,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.showwarning = lambda message, *_, **__: print(f"warning: {message}", file=sys.stderr)
     try:
         if argv[:1] == ["prices"]:
-            # `prices` has verbs of its own (show, import, diff), parsed by cli_prices.
+            # `prices` has verbs of its own (show, import, diff), parsed by `cli.prices`.
             from .prices import run
 
             return run(argv[1:], print)

@@ -10,7 +10,7 @@ written text (`cap: 5.00` in YAML or TOML); a float handed over in a dict is ref
 it cannot hold an amount exactly.
 
 A file with a top-level `model_list` (and no `groups`) is a LiteLLM proxy `config.yaml`,
-read by `litellm_config.py`.
+read by `config.litellm`.
 """
 
 from __future__ import annotations

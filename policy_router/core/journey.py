@@ -21,7 +21,10 @@ __all__ = ["Attempt", "Explanation", "Journey", "Routed", "Verdict", "Waited"]
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
-    """One request really sent to a route, and how it ended.
+    """One request sent to a route, and how it ended.
+
+    `sent` is False only for an answer LiteLLM made without sending (`mock_response`, its
+    cache): such an attempt is in the journey's steps but not among its `attempts`.
 
     `outcome` is "answered" or the kind of fault ("server_error", "rate_limited", ...);
     `error` is the provider's error text with the route's secrets redacted. `elapsed` is
@@ -44,6 +47,7 @@ class Attempt:
     cost: Money | None = None
     usage: Usage | None = field(default=None, compare=False)
     streamed: bool = field(default=False, compare=False)
+    sent: bool = True
     group: str = field(default="", compare=False)
     journey_id: str = field(default="", compare=False)
 
@@ -52,7 +56,9 @@ class Attempt:
         return self.outcome == "answered"
 
     def __str__(self) -> str:
-        if self.ok:
+        if self.ok and not self.sent:
+            text = f"{self.route} answered by LiteLLM itself (a mock or its cache); nothing was sent"
+        elif self.ok:
             text = f"{self.route} answered in {self.elapsed:.2f} s"
             text += f" for {self.cost}" if self.cost is not None else ""
             if self.cost is not None and self.usage is None:
@@ -111,7 +117,8 @@ class Journey:
 
     @property
     def attempts(self) -> tuple[Attempt, ...]:
-        return tuple(s for s in self.steps if isinstance(s, Attempt))
+        """The requests really sent (an answer LiteLLM made itself is none)."""
+        return tuple(s for s in self.steps if isinstance(s, Attempt) and s.sent)
 
     @property
     def cost(self) -> Money | None:

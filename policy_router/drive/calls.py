@@ -1,13 +1,14 @@
-"""One planned call, to its answer: driven to a response (`drive.py`) or opened as a stream
-(`stream.py`), with LiteLLM's function of the endpoint. Sync and async alike."""
+"""One planned call, to its answer: driven to a response (`drive.loops`) or opened as a stream
+(`drive.stream`), with LiteLLM's function of the endpoint. Sync and async alike."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from ..core.gate import Send
 from ..core.journey import Routed
-from ..core.plan import Plan, Send
+from ..core.plan import Plan
 from ..endpoints import Endpoint
 from . import transport
 from .loops import adrive, drive

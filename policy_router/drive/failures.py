@@ -14,11 +14,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import httpx
 import litellm
 import openai
 
 from ..ground.errors import PolicyRouterError
-from ..ground.outcome import Fault, FaultKind
+from ..ground.outcome import Fault, FaultKind, Wire
 from ..ground.route import Route
 
 __all__ = ['classify', 'stream_cut_error']
@@ -38,22 +39,23 @@ def stream_cut_error(route: Route, text: str) -> Exception:
     )
 
 
-
 _ACCESS_STATUSES = {401, 402, 403, 404}
-
 
 
 _REQUEST_STATUSES = {400, 413, 422}
 
 
-
-def classify(exc: BaseException) -> Fault | None:
+def classify(exc: BaseException, wire: Wire | None = None) -> Fault | None:
     """What a LiteLLM exception is about, or None when it is not a provider outcome.
 
     None means the exception is a bug or a misuse on this side (a `TypeError`, say) and is
-    re-raised unchanged rather than treated as a reason to try the next route. A failure
-    that never left this process is classified by what happened, not by LiteLLM's class
-    (see `Fault.sent`).
+    re-raised unchanged rather than treated as a reason to try the next route.
+
+    A failure counts as sent only on evidence that the request left the process: LiteLLM
+    logged it as handed to the provider (`wire.left`), or the exception's chain holds the
+    HTTP client's own error (a status, a refused or timed-out connection). Every other
+    failure is local (`Fault.sent` False), whatever LiteLLM's class says: about the route
+    when its client, SDK or credentials could not be had, else about the request.
     """
     if isinstance(exc, PolicyRouterError) or not isinstance(
         exc, openai.APIError | litellm.exceptions.APIError | litellm.exceptions.APIConnectionError
@@ -62,6 +64,15 @@ def classify(exc: BaseException) -> Fault | None:
     local = _never_sent(exc)
     if local is not None:
         return local
+    fault = _classified(exc)
+    if wire is None or fault.kind is FaultKind.STREAM_CUT or not fault.sent:
+        return fault
+    if wire.mocked or not (wire.left or _on_the_network(exc)):
+        return _not_sent(exc, fault)
+    return fault
+
+
+def _classified(exc: BaseException) -> Fault:
     status = _status(exc)
     message = _provider_text(str(getattr(exc, "message", "") or exc))
     retry_after = _retry_after(exc)
@@ -98,12 +109,10 @@ def classify(exc: BaseException) -> Fault | None:
     return fault(FaultKind.SERVER_ERROR)
 
 
-
 # Python errors raised while a request is built, encoded or configured, before any byte
 # leaves: LiteLLM wraps them as provider errors (a 500 around a UnicodeEncodeError, an
 # APIConnectionError around a TypeError), measured with litellm 1.110.2.
 _LOCAL_ERRORS = (UnicodeError, TypeError, OverflowError, ValueError)
-
 
 
 def _never_sent(exc: BaseException) -> Fault | None:
@@ -129,6 +138,48 @@ def _never_sent(exc: BaseException) -> Fault | None:
     return None
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and len(out) < 12 and cause not in out:
+        out.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return out
+
+
+def _on_the_network(exc: BaseException) -> bool:
+    """The HTTP client's own error is in the chain: the request was on the network."""
+    return any(
+        isinstance(e, httpx.HTTPError) or type(e).__module__.startswith("httpcore")
+        for e in _chain(exc)
+    )
+
+
+# Local failures about the route rather than the request: its SDK, client or credentials.
+_ROUTE_WORDS = ("credential", "auth", "token", "sdk", "client")
+
+
+def _about_the_route(error: BaseException) -> bool:
+    name = type(error).__name__.lower()
+    return (
+        isinstance(error, ImportError)
+        or type(error) is openai.OpenAIError
+        or any(word in name for word in _ROUTE_WORDS)
+    )
+
+
+def _not_sent(exc: BaseException, fault: Fault) -> Fault:
+    """A failure with no evidence of sending: about the route when what failed was its
+    SDK, its client or its credentials (the next route may serve), else the request. The
+    text is the outermost such error's (LiteLLM's own wrapper says least)."""
+    chain = _chain(exc)
+    route = next((e for e in chain[1:] if _about_the_route(e)), None)
+    cause = route or chain[-1]
+    text = f"{type(cause).__name__}: {str(cause)[:300]}" if cause is not exc else fault.message
+    if route is not None or fault.kind is FaultKind.ACCESS:
+        return Fault(FaultKind.ACCESS, None, text, sent=False)
+    return Fault(FaultKind.BAD_REQUEST, None, text, sent=False, local=text)
+
 
 def _while_reading_a_response(error: BaseException) -> bool:
     # A ValueError or TypeError raised while turning a provider's reply into a response
@@ -141,17 +192,14 @@ def _while_reading_a_response(error: BaseException) -> bool:
     return False
 
 
-
 # LiteLLM prefixes the provider's text with its own class names, sometimes twice:
 # "litellm.exceptions.RateLimitError: RateLimitError: OpenAIException - Too many requests".
 _PREFIX = re.compile(r"^(?:(?:litellm\.)?\w*(?:Error|Exception|Timeout)(?: Error)?(?: - |: ))+")
 
 
-
 def _provider_text(message: str) -> str:
     text = _PREFIX.sub("", message.strip())
     return text.split(" Original exception:", 1)[0].strip() or message
-
 
 
 def _status(exc: BaseException) -> int | None:
@@ -162,7 +210,6 @@ def _status(exc: BaseException) -> int | None:
         return status
     status = getattr(exc, "status_code", None)
     return status if isinstance(status, int) else None
-
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -185,7 +232,6 @@ def _retry_after(exc: BaseException) -> float | None:
     return seconds if seconds is not None and seconds >= 0 else None
 
 
-
 def _is_refusal(exc: BaseException, message: str) -> bool:
     if isinstance(exc, litellm.exceptions.ContentPolicyViolationError):
         return True
@@ -201,7 +247,6 @@ def _is_refusal(exc: BaseException, message: str) -> bool:
         if code == "content_policy_violation" or code == "content_filter":
             return True
     return "content_policy_violation" in message or "content management policy" in message
-
 
 
 def _is_connection(exc: BaseException) -> bool:

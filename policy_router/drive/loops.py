@@ -16,7 +16,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
-from ..core.plan import Plan, Send
+from ..core.gate import Send
+from ..core.plan import Plan
 from ..endpoints import reading
 from ..ground.outcome import Fault, FaultKind
 from ..state.store import Steps, aperform
@@ -97,6 +98,7 @@ def _drive(plan: Plan, open_: Callable[[Send], T], final: bool, usage: Usage) ->
                 raise
             last = exc
             continue
+        send.wire.cached = reading.cache_hit(result)
         plan.run(plan.answered(send, usage(result) if final else None, final=final))
         return result, send
     raise plan.error(last)
@@ -150,6 +152,7 @@ async def _adrive(
                 raise
             last = exc
             continue
+        send.wire.cached = reading.cache_hit(result)
         await step(plan, plan.answered(send, usage(result) if final else None, final=final))
         return result, send
     raise plan.error(last)
@@ -217,7 +220,7 @@ def _failed(
 ) -> Steps[bool]:
     """Tell the plan an attempt failed; False when `exc` is not a provider outcome (a bug
     or a misuse on this side), which the driver then re-raises unchanged."""
-    fault = failures.classify(exc)
+    fault = failures.classify(exc, send.wire)
     if fault is None and bare_timeout_is_deadline and isinstance(exc, TimeoutError):
         fault = _DEADLINE
     if fault is None:
@@ -246,7 +249,7 @@ def _settle_late(plan: Plan, send: Send, future: Future[Any], final: bool, usage
     # The caller has gone: these writes are made in this worker, whatever the deadline.
     error = future.exception()
     if error is not None:
-        fault = failures.classify(error) or _DEADLINE
+        fault = failures.classify(error, send.wire) or _DEADLINE
         plan.run(plan.settle_late(send, None, fault), bounded=False)
         return
     result = future.result()

@@ -11,152 +11,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from dataclasses import dataclass
 from typing import Any
 
-from loguru import logger
-
+from ..core.gate import Send
 from ..core.journey import Journey, Routed
-from ..core.plan import Plan, Send
+from ..core.plan import Plan
 from ..endpoints import Endpoint, StreamShape
-from ..ground.money import Usage
-from ..ground.outcome import FaultKind
-from ..state.store import Steps
 from . import failures, transport
 from .loops import adrive, drive, step
+from .stream_watch import Opened, StreamRestart, Watch
 
 __all__ = ["AsyncRoutedStream", "RoutedStream", "StreamRestart", "astream", "stream"]
-
-# What a stream's opener hands back: the source, its iterator, the first chunk, and
-# whether to strip the usage chunk the caller did not ask for.
-Opened = tuple[Any, Any, Any, bool]
-
-
-@dataclass(frozen=True, slots=True)
-class StreamRestart:
-    """Told to `on_restart` before a restarted answer's first chunk: discard what you had.
-
-    `chunks_seen` is how many chunks of the failed route's answer the caller received.
-    """
-
-    failed_route: str
-    next_route: str
-    chunks_seen: int
-
-
-class _Watch:
-    """What both stream flavours track: the text so far, the finish reason, the usage."""
-
-    def __init__(
-        self,
-        source: Any,
-        first: Any,
-        plan: Plan,
-        send: Send,
-        strip_usage: bool,
-        shape: StreamShape,
-    ) -> None:
-        self.shape = shape
-        self.source = source
-        self.pending: Any = first
-        self.plan = plan
-        self.send = send
-        self.strip_usage = strip_usage
-        self.parts: list[str] = []
-        self.finish_reason: str | None = None
-        self.usage: Usage | None = None
-        self.done = False
-        self.chunks = 0
-        self.passes(first)
-
-    def passes(self, chunk: Any) -> bool:
-        """Record what the chunk says; False for a usage chunk the caller did not ask for."""
-        self.chunks += 1
-        piece = self.shape.read(chunk)
-        if piece.usage is not None:
-            self.usage = piece.usage
-        if piece.text:
-            self.parts.append(piece.text)
-        if piece.finish:
-            self.finish_reason = piece.finish
-        return not (self.strip_usage and piece.usage is not None and not piece.carries)
-
-    def take_pending(self) -> Any:
-        chunk, self.pending = self.pending, None
-        return chunk
-
-    # ended, closed and failed are plan steps (they settle the call): the sync stream runs
-    # them with `plan.run`, the async one with `drive.step`.
-    def ended(self) -> Steps[BaseException | None]:
-        """The source is exhausted: None for a clean end, else the cut-short error."""
-        if self.done:
-            return None
-        if self.finish_reason is None:
-            return failures.stream_cut_error(self.send.route, "".join(self.parts))
-        self.done = True
-        yield from self.plan.finished(self.send, self.usage)
-        self.plan.ended()
-        return None
-
-    def closed(self) -> Steps[None]:
-        """The caller stopped reading: settle with whatever usage arrived."""
-        if not self.done:
-            self.done = True
-            yield from self.plan.finished(self.send, self.usage)
-            self.plan.ended()
-
-    def failed(self, exc: BaseException, restart: bool = False) -> Steps[BaseException | None]:
-        """Record a failure after the first chunk. Returns the exception to raise, dressed
-        with the journey, or None when the request restarts on the next route."""
-        if self.done:
-            return exc
-        self.done = True
-        fault = failures.classify(exc)
-        if fault is None:
-            yield from self.plan.finished(self.send, self.usage)
-            self.plan.ended(exc)
-            return exc
-        if fault.kind is not FaultKind.STREAM_CUT:
-            fault = type(fault)(FaultKind.STREAM_CUT, fault.status, fault.message)
-        if (
-            yield from self.plan.failed_after_answer(self.send, fault, self.usage, restart=restart)
-        ):
-            return None
-        journey = self.plan.journey
-        exc.journey = journey  # type: ignore[attr-defined]
-        exc.add_note(f"policy_router: {journey}")
-        self.plan.ended(exc)
-        return exc
-
-    def restarted(
-        self, opened: Opened, send: Send, on_restart: Callable[[StreamRestart], None] | None
-    ) -> _Watch:
-        """The watch for the next route's answer, after telling the caller to start over."""
-        notice = StreamRestart(self.send.route.name, send.route.name, self.chunks)
-        if on_restart is not None:
-            on_restart(notice)
-        elif self.chunks:
-            logger.warning(
-                "policy_router: {} failed after {} chunks; the answer restarts from scratch on "
-                "{} (pass on_restart= to be told)",
-                notice.failed_route,
-                notice.chunks_seen,
-                notice.next_route,
-            )
-        source, _, first, strip = opened
-        return _Watch(source, first, self.plan, send, strip, self.shape)
-
-    @property
-    def hidden_params(self) -> dict[str, Any]:
-        params = dict(getattr(self.source, "_hidden_params", None) or {})
-        params["policy_router"] = self.plan.journey
-        return params
 
 
 class _Routed:
     """What both stream flavours show: the journey, the route, the text so far."""
 
-    _watch: _Watch
+    _watch: Watch
 
     def __init__(
         self,
@@ -171,7 +42,7 @@ class _Routed:
         """`reopen` opens the next route's answer (sync for RoutedStream, a coroutine for
         AsyncRoutedStream); given only with `stream_failure="restart"`."""
         source, iterator, first, strip = opened
-        self._watch = _Watch(source, first, plan, send, strip, shape)
+        self._watch = Watch(source, first, plan, send, strip, shape)
         self._it = iterator
         self._reopen = reopen
         self._on_restart = on_restart

@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import litellm
 
+from ..ground.outcome import Wire
 from ..ground.route import Route
 
 if TYPE_CHECKING:
-    from ..core.plan import Plan, Send
+    from ..core.gate import Send
+    from ..core.plan import Plan
 
 __all__ = ["NO_RETRIES", "acall", "asend", "call", "send"]
 
@@ -55,6 +57,7 @@ def _kwargs(
     timeout: float | None = None,
     request_id: str = "",
     attempt: int = 0,
+    wire: Wire | None = None,
 ) -> dict[str, Any]:
     # The route's kwargs are defaults and the call's win, as with LiteLLM's Router
     # (`litellm_params` first, then the call's own). A caller cannot override where the
@@ -95,6 +98,12 @@ def _kwargs(
             "attempt": attempt,
         }
         merged["metadata"] = metadata
+    if wire is not None:
+        # LiteLLM calls `logger_fn` just before it hands the request to a provider: the one
+        # seam every provider path passes, SDK-based ones included (see `Wire`).
+        user = merged.get("logger_fn")
+        wire.user = user if callable(user) else None
+        merged["logger_fn"] = wire.saw
     return merged
 
 
@@ -107,6 +116,7 @@ def call(
     *,
     request_id: str = "",
     attempt: int = 0,
+    wire: Wire | None = None,
 ) -> Any:
     """One request through LiteLLM's `function` (`completion`, `embedding`, `responses`,
     `text_completion`): its own response object or stream.
@@ -114,7 +124,7 @@ def call(
     `timeout`, when given, caps the call's own (see `_kwargs`). `request_id` and `attempt`
     label the call for LiteLLM's callbacks.
     """
-    merged = _kwargs(route, kwargs, group, timeout, request_id, attempt)
+    merged = _kwargs(route, kwargs, group, timeout, request_id, attempt, wire)
     return getattr(litellm, function)(**merged)
 
 
@@ -127,9 +137,10 @@ async def acall(
     *,
     request_id: str = "",
     attempt: int = 0,
+    wire: Wire | None = None,
 ) -> Any:
     """One request through LiteLLM's async `function` (`acompletion`, `aembedding`, ...)."""
-    merged = _kwargs(route, kwargs, group, timeout, request_id, attempt)
+    merged = _kwargs(route, kwargs, group, timeout, request_id, attempt, wire)
     return await getattr(litellm, function)(**merged)
 
 
@@ -144,6 +155,7 @@ def send(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> An
         sent.timeout,
         request_id=plan.id,
         attempt=sent.attempt,
+        wire=sent.wire,
     )
 
 
@@ -157,4 +169,5 @@ async def asend(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send
         sent.timeout,
         request_id=plan.id,
         attempt=sent.attempt,
+        wire=sent.wire,
     )

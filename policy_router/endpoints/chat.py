@@ -7,7 +7,8 @@ from typing import Any
 
 from ..core.validate import check_messages
 from ..policies.requirements import Requirements
-from . import Endpoint, Piece, StreamShape, reading
+from .base import Endpoint, Piece, StreamShape
+from .reading import is_hollow_first_chunk, usage_of
 
 __all__ = ["CHAT", "read_chunk"]
 
@@ -28,7 +29,7 @@ def read_chunk(chunk: Any) -> Piece:
         carries = carries or bool(
             content or reason or getattr(delta, "tool_calls", None) or getattr(delta, "role", None)
         )
-    return Piece("".join(text), finish, reading.usage_of(chunk), carries)
+    return Piece("".join(text), finish, usage_of(chunk), carries)
 
 
 def _check(kwargs: Mapping[str, Any]) -> None:
@@ -45,6 +46,6 @@ CHAT = Endpoint(
     generates=True,
     check=_check,
     requirements=Requirements.from_kwargs,
-    usage=reading.usage_of,
-    stream=StreamShape(read_chunk, reading.is_hollow_first_chunk, ask_usage=True),
+    usage=usage_of,
+    stream=StreamShape(read_chunk, is_hollow_first_chunk, ask_usage=True),
 )

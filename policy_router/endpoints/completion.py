@@ -13,7 +13,8 @@ from typing import Any
 from ..core.validate import check_texts
 from ..ground.errors import ConfigError
 from ..policies.requirements import Requirements
-from . import Endpoint, Piece, StreamShape, reading
+from .base import Endpoint, Piece, StreamShape
+from .reading import usage_of
 
 __all__ = ["COMPLETION"]
 
@@ -27,7 +28,7 @@ def _read(chunk: Any) -> Piece:
             text.append(piece)
         finish = getattr(choice, "finish_reason", None) or finish
     joined = "".join(text)
-    return Piece(joined, finish, reading.usage_of(chunk), bool(joined or finish))
+    return Piece(joined, finish, usage_of(chunk), bool(joined or finish))
 
 
 def _check(kwargs: Mapping[str, Any]) -> None:
@@ -56,6 +57,6 @@ COMPLETION = Endpoint(
     generates=True,
     check=_check,
     requirements=_requirements,
-    usage=reading.usage_of,
+    usage=usage_of,
     stream=StreamShape(_read, lambda _chunk: False, ask_usage=True),
 )

@@ -8,7 +8,8 @@ from typing import Any
 from ..core.validate import check_texts
 from ..ground.errors import ConfigError
 from ..policies.requirements import Requirements
-from . import Endpoint, reading
+from .base import Endpoint
+from .reading import usage_of
 
 __all__ = ["EMBEDDING"]
 
@@ -48,6 +49,6 @@ EMBEDDING = Endpoint(
     generates=False,
     check=_check,
     requirements=_requirements,
-    usage=reading.usage_of,
+    usage=usage_of,
     stream=None,
 )

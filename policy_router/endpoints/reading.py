@@ -8,7 +8,7 @@ from typing import Any
 
 from ..ground.money import Usage
 
-__all__ = ['is_hollow_first_chunk', 'usage_of']
+__all__ = ["cache_hit", "is_hollow_first_chunk", "usage_of"]
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -72,3 +72,11 @@ def is_hollow_first_chunk(chunk: Any) -> bool:
         ):
             return False
     return True
+
+
+def cache_hit(response: Any) -> bool:
+    """True when LiteLLM answered from its own cache (its `_hidden_params` say so)."""
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict):
+        return hidden.get("cache_hit") is True
+    return getattr(hidden, "cache_hit", None) is True

@@ -14,7 +14,7 @@ from ..core.validate import check_texts
 from ..ground.errors import ConfigError
 from ..ground.money import Usage
 from ..policies.requirements import Requirements
-from . import Endpoint, Piece, StreamShape
+from .base import Endpoint, Piece, StreamShape
 
 __all__ = ["RESPONSES"]
 

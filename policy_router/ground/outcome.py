@@ -7,10 +7,12 @@ LiteLLM's exceptions into these; everything else only reads them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
-__all__ = ["Fault", "FaultKind"]
+__all__ = ["Fault", "FaultKind", "Wire"]
 
 
 class FaultKind(StrEnum):
@@ -60,3 +62,48 @@ class Fault:
     retry_after: float | None = None
     sent: bool = True
     local: str | None = None
+
+
+# LiteLLM logs its own answers (`mock_response`) as a call made with this key.
+_MOCK_KEY = "mock-key"
+
+
+class Wire:
+    """Whether one attempt's request left this process, as LiteLLM itself reports it.
+
+    LiteLLM logs every provider call just before it is handed to the HTTP client or the
+    provider's SDK (its pre-API-call log, which SDK-based providers such as Bedrock and
+    Vertex reach only once their client and credentials are ready); the transport passes
+    `saw` as the call's `logger_fn`, chained to a caller's own. After the call:
+
+    - `left`: the request was handed to a provider;
+    - `local`: LiteLLM answered it itself (`mock_response`), or from its cache (`cached`,
+      set by the driver when the answer says so): nothing was sent, nothing is owed;
+    - neither: the request failed while being built (a bad argument, a missing SDK, a
+      client that could not be made), before anything was sent.
+
+    The router counts an attempt, bills it and tells the breaker only when it was sent.
+    """
+
+    __slots__ = ("cached", "left", "mocked", "user")
+
+    def __init__(self) -> None:
+        self.left = False
+        self.mocked = False
+        self.cached = False
+        self.user: Callable[[Mapping[str, Any]], Any] | None = None
+
+    @property
+    def local(self) -> bool:
+        """LiteLLM answered without sending (a mock, or its cache)."""
+        return (self.mocked or self.cached) and not self.left
+
+    def saw(self, details: Mapping[str, Any]) -> None:
+        """LiteLLM's `logger_fn`: called with the call's details before and after it."""
+        if details.get("log_event_type") == "pre_api_call":
+            if details.get("api_key") == _MOCK_KEY:
+                self.mocked = True
+            else:
+                self.left = True
+        if self.user is not None:
+            self.user(details)

@@ -3,7 +3,7 @@
 A route is a LiteLLM model string plus the LiteLLM keyword arguments that go with it
 (`api_base`, `api_key`, `api_version`, `extra_headers`, ...), the group callers reach it by,
 its reach, and capability overrides. Its reach is what the on-device floor trusts, so it is
-decided to fail closed (see `reach.py`): a declared reach always wins; otherwise a route is
+decided to fail closed (see `ground.reach`): a declared reach always wins; otherwise a route is
 on-device only when the host it will really connect to is loopback and what answers there
 is a local server, never a hosted vendor model behind a proxy.
 """
@@ -82,7 +82,7 @@ class Route:
       LiteLLM's info does not know: a budget bounds calls without `max_tokens` by it.
     - `rpm` and `tpm` are the provider account's requests and tokens per minute for this
       route: the router counts them in its store and skips the route, before sending,
-      while the window is full (see `limits.py`).
+      while the window is full (see `policies.limits`).
 
     Secrets (`api_key`, any kwarg whose name says key, token, secret or password, and such
     headers) never appear in the repr, and the router redacts them from journeys, logs and

@@ -41,16 +41,13 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 try:
     from opentelemetry import metrics as metrics_api
     from opentelemetry import trace
-    from opentelemetry.metrics import CallbackOptions, Observation
     from opentelemetry.trace import SpanKind, Status, StatusCode
 except ImportError:  # pragma: no cover - exercised by a test that hides the package
     raise ImportError(
@@ -60,76 +57,18 @@ except ImportError:  # pragma: no cover - exercised by a test that hides the pac
 from ..core.events import AttemptStarted, RequestEnded, RequestStarted
 from ..core.journey import Attempt, Waited
 from ..ground import catalog
-from ..ground.errors import ConfigError, StoreUnavailableError
 from ..ground.records import Check, Skip
+from .genai import OPERATIONS, PROVIDERS, settings_attributes
+from .otel_metrics import Instruments, Watched
 
 if TYPE_CHECKING:
     from ..ground.route import Route
-    from ..policies.budget import Spending
     from ..policies.requirements import Requirements
 
-__all__ = ["OTelObserver", "Watched"]
+__all__ = ["OTelObserver"]
 
-
-class Watched(Protocol):
-    """What the gauges read of a router: its name, its spending and its resting routes.
-
-    A protocol rather than the `Router` class, so that observing knows nothing above it."""
-
-    @property
-    def name(self) -> str: ...
-
-    def spending(self) -> Spending | None: ...
-
-    def resting(self) -> Mapping[str, Any]: ...
 
 _MAX_OPEN = 10_000
-
-_OPERATIONS = {
-    "chat": "chat",
-    "responses": "chat",
-    "embedding": "embeddings",
-    "completion": "text_completion",
-}
-
-# LiteLLM's provider names to the conventions' well-known `gen_ai.provider.name` values.
-_PROVIDERS = {
-    "openai": "openai",
-    "text-completion-openai": "openai",
-    "anthropic": "anthropic",
-    "bedrock": "aws.bedrock",
-    "bedrock_converse": "aws.bedrock",
-    "sagemaker": "aws.bedrock",
-    "azure": "azure.ai.openai",
-    "azure_text": "azure.ai.openai",
-    "azure_ai": "azure.ai.inference",
-    "vertex_ai": "gcp.vertex_ai",
-    "vertex_ai_beta": "gcp.vertex_ai",
-    "gemini": "gcp.gemini",
-    "cohere": "cohere",
-    "cohere_chat": "cohere",
-    "deepseek": "deepseek",
-    "groq": "groq",
-    "mistral": "mistral_ai",
-    "perplexity": "perplexity",
-    "xai": "x_ai",
-    "watsonx": "ibm.watsonx.ai",
-}
-
-# The call's settings as the conventions' request attributes.
-_SETTINGS = {
-    "max_tokens": "gen_ai.request.max_tokens",
-    "max_completion_tokens": "gen_ai.request.max_tokens",
-    "max_output_tokens": "gen_ai.request.max_tokens",
-    "temperature": "gen_ai.request.temperature",
-    "top_p": "gen_ai.request.top_p",
-    "top_k": "gen_ai.request.top_k",
-    "seed": "gen_ai.request.seed",
-    "n": "gen_ai.request.choice.count",
-    "frequency_penalty": "gen_ai.request.frequency_penalty",
-    "presence_penalty": "gen_ai.request.presence_penalty",
-    "stop": "gen_ai.request.stop_sequences",
-}
 
 
 @dataclass(slots=True)
@@ -145,19 +84,6 @@ class _Open:
     attempt_route: Route | None = None
     attempt_started: float = 0.0
     attempt_attrs: dict[str, Any] | None = None
-
-
-def _settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in settings.items():
-        name = _SETTINGS.get(key)
-        if name is None:
-            continue
-        if key == "stop":
-            value = [value] if isinstance(value, str) else [str(v) for v in value]
-        if isinstance(value, bool | int | float | str | list):
-            out[name] = value
-    return out
 
 
 class OTelObserver:
@@ -188,99 +114,17 @@ class OTelObserver:
         self._open: dict[str, _Open] = {}
         self._described: dict[Requirements, str] = {}
         self._providers: dict[str, tuple[str, str | None, int | None]] = {}
-        self._routers: list[weakref.ReferenceType[Watched]] = []
         self._meter = (
-            metrics_api.get_meter(package, version, meter_provider=meter_provider)
+            Instruments(metrics_api.get_meter(package, version, meter_provider=meter_provider))
             if metrics
             else None
-        )
-        if self._meter is not None:
-            self._instruments(self._meter)
-
-    # -- instruments -------------------------------------------------------------------------
-    def _instruments(self, meter: Any) -> None:
-        self._requests = meter.create_counter(
-            "policy_router.requests", unit="{request}", description="Requests by outcome"
-        )
-        self._attempts = meter.create_counter(
-            "policy_router.attempts",
-            unit="{attempt}",
-            description="Attempts by route and outcome (answered, a fault kind, or skipped)",
-        )
-        self._cost = meter.create_counter(
-            "policy_router.cost",
-            unit="{micro}",
-            description="Cost charged, in millionths of policy_router.currency",
-        )
-        self._request_duration = meter.create_histogram(
-            "policy_router.request.duration", unit="s", description="Request duration"
-        )
-        self._attempt_duration = meter.create_histogram(
-            "policy_router.attempt.duration", unit="s", description="Attempt duration"
-        )
-        self._in_flight = meter.create_up_down_counter(
-            "policy_router.in_flight", unit="{attempt}", description="Attempts in flight"
-        )
-        self._operation_duration = meter.create_histogram(
-            "gen_ai.client.operation.duration", unit="s", description="GenAI operation duration"
-        )
-        self._token_usage = meter.create_histogram(
-            "gen_ai.client.token.usage", unit="{token}", description="Tokens used"
-        )
-        meter.create_observable_gauge(
-            "policy_router.budget.spent",
-            callbacks=[self._spent],
-            unit="{micro}",
-            description="Budget spent, in millionths of policy_router.currency",
-        )
-        meter.create_observable_gauge(
-            "policy_router.budget.reserved",
-            callbacks=[self._reserved],
-            unit="{micro}",
-            description="Budget held by calls in flight, in millionths of the currency",
-        )
-        meter.create_observable_gauge(
-            "policy_router.routes.resting",
-            callbacks=[self._resting],
-            unit="{route}",
-            description="Routes resting after failures",
         )
 
     def attach(self, router: Watched) -> None:
         """Called by `Router` when it is built with this observer: its gauges are read from
         the router's store when the metrics are collected."""
-        self._routers.append(weakref.ref(router))
-
-    def _live(self) -> list[Watched]:
-        return [r for ref in self._routers if (r := ref()) is not None]
-
-    def _spent(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return self._budget("spent")
-
-    def _reserved(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return self._budget("reserved")
-
-    def _budget(self, field: str) -> Iterable[Observation]:
-        out = []
-        for router in self._live():
-            try:
-                spending = router.spending()
-            except (ConfigError, StoreUnavailableError):
-                continue  # no budget, or nothing true to report until the store answers
-            money = getattr(spending, field)
-            out.append(
-                Observation(
-                    money.micros,
-                    {"policy_router.router": router.name, "policy_router.currency": money.currency},
-                )
-            )
-        return out
-
-    def _resting(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return [
-            Observation(len(router.resting()), {"policy_router.router": router.name})
-            for router in self._live()
-        ]
+        if self._meter is not None:
+            self._meter.attach(router)
 
     # -- records -----------------------------------------------------------------------------
     def __call__(self, record: object) -> None:
@@ -304,8 +148,8 @@ class OTelObserver:
                 )
 
     def _request_started(self, record: RequestStarted) -> None:
-        operation = _OPERATIONS.get(record.operation, record.operation)
-        settings = _settings(record.settings)
+        operation = OPERATIONS.get(record.operation, record.operation)
+        settings = settings_attributes(record.settings)
         span = None
         if self._tracer is not None:
             # The caller's current context is the parent: this runs in its thread or task.
@@ -351,7 +195,7 @@ class OTelObserver:
         request.attempt_route = route
         request.attempt_started = time.perf_counter()
         if self._meter is not None:
-            self._in_flight.add(1, {"policy_router.route": route.name})
+            self._meter.in_flight.add(1, {"policy_router.route": route.name})
         if request.span is not None and self._tracer is not None:
             # The conventions' sampling-relevant attributes go in at the start; the rest
             # only on a span that records.
@@ -399,7 +243,7 @@ class OTelObserver:
                 },
             )
         if self._meter is not None:
-            self._attempts.add(
+            self._meter.attempts.add(
                 1,
                 {
                     "policy_router.route": record.route,
@@ -442,19 +286,19 @@ class OTelObserver:
         if self._meter is None:
             return
         where = {"policy_router.route": route}
-        self._in_flight.add(-1, where)
+        self._meter.in_flight.add(-1, where)
         labels = {**where, "policy_router.group": request.group, "policy_router.outcome": outcome}
-        self._attempts.add(1, labels)
+        self._meter.attempts.add(1, labels)
         if not sent:
             return
-        self._attempt_duration.record(elapsed, labels)
+        self._meter.attempt_duration.record(elapsed, labels)
         conv = {**attrs, "error.type": outcome} if failed else attrs
-        self._operation_duration.record(elapsed, conv)
+        self._meter.operation_duration.record(elapsed, conv)
         if usage is not None:
-            self._token_usage.record(usage.prompt, {**attrs, "gen_ai.token.type": "input"})
-            self._token_usage.record(usage.completion, {**attrs, "gen_ai.token.type": "output"})
+            self._meter.token_usage.record(usage.prompt, {**attrs, "gen_ai.token.type": "input"})
+            self._meter.token_usage.record(usage.completion, {**attrs, "gen_ai.token.type": "output"})
         if cost is not None:
-            self._cost.add(cost.micros, {**where, "policy_router.currency": cost.currency})
+            self._meter.cost.add(cost.micros, {**where, "policy_router.currency": cost.currency})
 
     def _request_ended(self, record: RequestEnded) -> None:
         with self._lock:
@@ -490,8 +334,8 @@ class OTelObserver:
                 "gen_ai.operation.name": request.operation,
                 "policy_router.outcome": outcome,
             }
-            self._requests.add(1, labels)
-            self._request_duration.record(time.perf_counter() - request.started, labels)
+            self._meter.requests.add(1, labels)
+            self._meter.request_duration.record(time.perf_counter() - request.started, labels)
 
     def _describe(self, needs: Requirements) -> str:
         described = self._described.get(needs)
@@ -511,7 +355,7 @@ class OTelObserver:
             if isinstance(base, str):
                 parts = urlsplit(base)
                 host, port = parts.hostname, parts.port
-            found = (_PROVIDERS.get(provider, provider), host, port)
+            found = (PROVIDERS.get(provider, provider), host, port)
             self._providers[route.name] = found
         return found
 

@@ -131,7 +131,7 @@ class RestClosed:
 class HealthBook:
     """A breaker bound to a store: admits routes and records outcomes, atomically.
 
-    Each method is a `Steps` generator (see `store.py`): it yields one `update_health`
+    Each method is a `Steps` generator (see `state.store`): it yields one `update_health`
     call and does no I/O itself, so the sync and async drivers share it. `token` names the
     attempt: a probe it claims is its own, and each of its writes is applied once however
     often a shared store receives it (a retry after a lost reply counts no failure twice).

@@ -2,7 +2,7 @@
 
 Before a call, its *worst case* is reserved atomically in the store: the prompt's bound at
 the highest rate a prompt token can have, plus the reply's bound at the highest rate a reply
-token can have (see `bounds.py` for why each bound holds, for every request shape LiteLLM
+token can have (see `policies.bounds` for why each bound holds, for every request shape LiteLLM
 accepts). After the call the reservation is replaced by the real cost (the response's usage
 priced by the route's own table). So concurrent calls whose bounds are finite can never
 together pass the cap.
@@ -139,7 +139,7 @@ class Reservation:
 class Ledger:
     """A budget bound to a store: admits routes by reserving, then settles or releases.
 
-    `check`, `admit`, `settle` and `release` are `Steps` generators (see `store.py`): they
+    `check`, `admit`, `settle` and `release` are `Steps` generators (see `state.store`): they
     yield store calls and do no I/O themselves.
     """
 

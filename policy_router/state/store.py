@@ -272,7 +272,7 @@ class Store(Protocol):
     def take(
         self, route: str, slot: str, tokens: int, rpm: int | None, tpm: int | None
     ) -> Window:
-        """Take a rate slot for `route` if its window has room (see `limits.py`); return
+        """Take a rate slot for `route` if its window has room (see `policies.limits`); return
         the route's `Window`, whose `taken` says whether it did. Once per slot id."""
         ...
 

@@ -1,6 +1,6 @@
 """RedisStore: one budget and one breaker for every process that names the same Redis.
 
-The same interface as `InMemoryStore` (see `store.py`); nothing above the store changes.
+The same interface as `InMemoryStore` (see `state.store`); nothing above the store changes.
 
 Budget: `reserve`, `settle` and `release` are one Lua script each, keyed by the
 reservation's id: a reserve of an id already held holds it once, a settle or release applies
@@ -9,11 +9,11 @@ client retry on a new connection, a replay from the backlog after a lost reply) 
 nothing. Processes on any number of machines share one cap and cannot overshoot it when
 every call's bound is finite.
 
-Health: see `redis_health.py` (records on the server's clock, versioned writes applied once
+Health: see `health.py` (records on the server's clock, versioned writes applied once
 per write id, probes owned by the attempt that claimed them).
 
 Sync calls use redis-py's `redis` client; async calls await a `redis.asyncio` client of
-their own event loop (the decision core yields its store calls, see `store.py`), so an
+their own event loop (the decision core yields its store calls, see `state.store`), so an
 event loop never waits on Redis.
 
 When Redis cannot be reached (refused, timed out, wrong password), the store fails in the
@@ -43,79 +43,23 @@ from ...ground.errors import ConfigError, StoreUnavailableError
 from ..memory import InMemoryStore
 from ..store import Health, SpendState, StoreCall
 from ..windows import Window
+from . import budget as budget_script
 from .health import ALL, DONE_TTL, Keys, Update, decode_all, free_probe
 from .health import arun as arun_update
 from .health import run as run_update
 from .limits import close_args, finish_write, take_args, windows_args
 from .limits import decode as decode_window
 from .limits import decode_all as decode_windows
-from .link import Link, Write, address
+from .link import Link, address
 
 # Outcome writes: whatever their fate, the attempt no longer needs its probe.
 _OUTCOMES = (":release", ":succeeded", ":failed")
 
-# redis-py's clients are taken as Any (see redis_link.py).
+# redis-py's clients are taken as Any (see `link.py`).
 _Client = Any
 
 __all__ = ["RedisStore"]
 
-# The budget's keys: KEYS[1] its account (a hash of spent, reserved, calls, ...), KEYS[2]
-# its holds (reservation id -> amount), KEYS[3] the id's "done" marker, which outlives the
-# hold by `DONE_TTL` seconds so that a write repeated after a lost reply changes nothing.
-
-# Checks the cap and holds the amount under the id, in one step; an id already held is
-# held, and an id already settled or released is refused (its reserve arrived late).
-_RESERVE = """-- policy_router: reserve
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 1 end
-if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
-local v = redis.call('HMGET', KEYS[1], 'spent', 'reserved')
-local amount = tonumber(ARGV[2])
-if ARGV[3] ~= '' and tonumber(v[1] or '0') + tonumber(v[2] or '0') + amount > tonumber(ARGV[3]) then
-  return 0
-end
-redis.call('HSET', KEYS[2], ARGV[1], amount)
-redis.call('HINCRBY', KEYS[1], 'reserved', amount)
-return 1
-"""
-
-# Replaces the hold by the call's cost and counts the call, once per id. An id never held
-# (an unpriced call, or a hold dropped by drop_reservations) is counted with nothing to free.
-_SETTLE = """-- policy_router: settle
-if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
-redis.call('SET', KEYS[3], '1', 'EX', ARGV[5])
-local held = redis.call('HGET', KEYS[2], ARGV[1])
-if held then
-  redis.call('HDEL', KEYS[2], ARGV[1])
-  redis.call('HINCRBY', KEYS[1], 'reserved', -tonumber(held))
-end
-redis.call('HINCRBY', KEYS[1], 'spent', ARGV[2])
-redis.call('HINCRBY', KEYS[1], 'calls', 1)
-if ARGV[3] == '1' then redis.call('HINCRBY', KEYS[1], 'unmeasured', 1) end
-if ARGV[4] == '1' then redis.call('HINCRBY', KEYS[1], 'unbounded', 1) end
-return 1
-"""
-
-# Gives the hold back, once; marks the id done even when it is not held yet, so a reserve
-# still on its way (sent before its reply was lost) is refused when it arrives.
-_RELEASE = """-- policy_router: release
-redis.call('SET', KEYS[3], '1', 'EX', ARGV[2])
-local held = redis.call('HGET', KEYS[2], ARGV[1])
-if held then
-  redis.call('HDEL', KEYS[2], ARGV[1])
-  redis.call('HINCRBY', KEYS[1], 'reserved', -tonumber(held))
-end
-return 1
-"""
-
-_SPEND_STATE = """
-local v = redis.call('HMGET', KEYS[1], 'spent', 'reserved', 'calls', 'unmeasured', 'unbounded')
-table.insert(v, redis.call('HLEN', KEYS[2]))
-return v
-"""
-
-
-def _spend(values: list[Any]) -> SpendState:
-    return SpendState(*(int(v or 0) for v in values))
 
 
 class RedisStore:
@@ -231,56 +175,37 @@ class RedisStore:
     # -- budget ----------------------------------------------------------------------------
     # Each operation is written once as the commands it sends; the sync method runs them on
     # the sync client, its `a`-twin awaits them on the event loop's async client. Every
-    # write is one idempotent script keyed by the reservation's id (see the scripts above).
-    def _keys(self, budget: str, hold: str) -> tuple[Any, ...]:
-        key = self._budget_key(budget)
-        return (3, key, f"{key}:holds", f"{key}:done:{hold}")
-
-    def _reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> tuple[Any, ...]:
-        cap_arg = "" if cap is None else str(cap)
-        return (_RESERVE, *self._keys(budget, hold), hold, amount, cap_arg)
-
-    def _settle(self, budget: str, hold: str, cost: int, measured: bool, bounded: bool) -> Write:
-        args = (hold, cost, int(not measured), int(not bounded), DONE_TTL)
-        return [("eval", (_SETTLE, *self._keys(budget, hold), *args))]
-
-    def _release(self, budget: str, hold: str) -> Write:
-        return [("eval", (_RELEASE, *self._keys(budget, hold), hold, DONE_TTL))]
-
+    # write is one idempotent script keyed by the reservation's id (see `budget.py`).
     def reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
-        script = self._reserve(budget, hold, amount, cap)
+        script = budget_script.reserve(self._budget_key(budget), hold, amount, cap)
         return bool(self._link.run(lambda r: r.eval(*script)))
 
     async def areserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
-        script = self._reserve(budget, hold, amount, cap)
+        script = budget_script.reserve(self._budget_key(budget), hold, amount, cap)
         return bool(await self._link.arun(lambda r: r.eval(*script)))
 
     def settle(self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
-        self._link.write(self._settle(budget, hold, cost, measured, bounded))
+        self._link.write(budget_script.settle(self._budget_key(budget), hold, cost, measured, bounded))
 
     async def asettle(
         self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool
     ) -> None:
-        await self._link.awrite(self._settle(budget, hold, cost, measured, bounded))
+        await self._link.awrite(budget_script.settle(self._budget_key(budget), hold, cost, measured, bounded))
 
     def release(self, budget: str, hold: str) -> None:
-        self._link.write(self._release(budget, hold))
+        self._link.write(budget_script.release(self._budget_key(budget), hold))
 
     async def arelease(self, budget: str, hold: str) -> None:
-        await self._link.awrite(self._release(budget, hold))
-
-    def _spend_state(self, budget: str) -> tuple[Any, ...]:
-        key = self._budget_key(budget)
-        return (_SPEND_STATE, 2, key, f"{key}:holds")
+        await self._link.awrite(budget_script.release(self._budget_key(budget), hold))
 
     def spend_state(self, budget: str) -> SpendState:
         """The budget's state; raises StoreUnavailableError when Redis cannot be reached."""
-        script = self._spend_state(budget)
-        return _spend(self._link.run(lambda r: r.eval(*script)))
+        script = budget_script.spend_state(self._budget_key(budget))
+        return budget_script.decode(self._link.run(lambda r: r.eval(*script)))
 
     async def aspend_state(self, budget: str) -> SpendState:
-        script = self._spend_state(budget)
-        return _spend(await self._link.arun(lambda r: r.eval(*script)))
+        script = budget_script.spend_state(self._budget_key(budget))
+        return budget_script.decode(await self._link.arun(lambda r: r.eval(*script)))
 
     @property
     def pending_writes(self) -> int:
@@ -336,7 +261,7 @@ class RedisStore:
         except StoreUnavailableError:
             return self._unconfirmed(update, change)
 
-    # -- rate windows (see limits.py and redis_limits.py) ---------------------------------
+    # -- rate windows (see policies.limits and limits.py) ---------------------------------
     def take(self, route: str, slot: str, tokens: int, rpm: int | None, tpm: int | None) -> Window:
         """Raises StoreUnavailableError when Redis cannot be reached (the limit fails
         closed, as the budget does)."""

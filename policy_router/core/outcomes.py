@@ -1,0 +1,301 @@
+"""What an outcome means: the plan's steps after an attempt was sent.
+
+The drivers tell the plan how an attempt ended (answered, failed with a classified `Fault`,
+abandoned at the deadline, cancelled, a stream that failed after its first chunk); these
+methods settle or release what the gate held, tell the breaker, record the attempt, and
+decide what comes next: a retry, the next route, or a stop (DESIGN §2's table).
+
+`Outcomes` is the part of `Plan` that does this; it holds no state of its own.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ..ground.clock import Clock
+from ..ground.deadline import Deadline
+from ..ground.money import Money, Usage
+from ..ground.outcome import Fault, FaultKind
+from ..ground.records import Check, Skip
+from ..ground.route import Route
+from ..policies.candidate import Candidate
+from ..state.store import Steps
+from .gate import Gate, Send
+from .journey import Attempt, Waited
+
+if TYPE_CHECKING:
+    from ..policies.breaker import HealthBook
+    from ..policies.limits import RateBook
+    from ..policies.retry import Retry
+
+__all__ = ["Outcomes"]
+
+_CANCELLED = Fault(FaultKind.TIMEOUT, None, "the caller cancelled the request")
+
+
+class Outcomes:
+    """The outcome steps of a `Plan` (see the module docstring)."""
+
+    # The plan's state these steps read and change; `Plan.__init__` sets every one.
+    group: str
+    id: str
+    deadline: Deadline | None
+    expired: bool
+    _clock: Clock
+    _gate: Gate
+    _health: HealthBook | None
+    _rates: RateBook | None
+    _retry: Callable[[Route], Retry | None] | None
+    _rng: random.Random
+    _on_result: Callable[[str, str, float], None] | None
+    _emit: Callable[[object], None]
+    _queue: deque[tuple[Candidate, float, int]]
+    _steps: list[Skip | Attempt | Waited]
+    _answered: Candidate | None
+    _stop: Fault | None
+    _last_fault: Fault | None
+
+    def _record(self, step: Skip | Attempt | Waited) -> None:
+        if not isinstance(step, Attempt) and not step.journey_id:
+            # A skip may be shared (sifted once per group and needs): this request's copy.
+            step = replace(step, group=self.group, journey_id=self.id)
+        self._steps.append(step)
+        self._emit(step)
+
+    def answered(
+        self, send: Send, usage: Usage | None = None, *, final: bool = True
+    ) -> Steps[None]:
+        """The route answered. For a stream (`final=False`) its first chunk arrived, and
+        its cost is settled later by `finished`.
+
+        An answer LiteLLM made itself (`send.wire.local`: a mock, its cache) was never
+        sent: it costs nothing, takes no rate slot and tells the breaker nothing."""
+        here = send.wire.local
+        if here:
+            usage = None
+            yield from self._release(send)
+            yield from self._end_slot(send, None)
+            if self._health is not None:
+                yield from self._health.release(send.route.name, send.token)
+        cost = (yield from self._settle(send, usage)) if final and not here else None
+        if final and not here:
+            yield from self._end_slot(send, self._billed(send, usage))
+        if self._health is not None and not here:
+            yield from self._health.succeeded(send.route.name, send.token)
+        elapsed = self._since(send)
+        if self._on_result is not None:
+            self._on_result(send.route.name, "answered", elapsed)
+        attempt = Attempt(
+            send.route.name,
+            "answered",
+            elapsed=elapsed,
+            wait=send.wait,
+            cost=cost,
+            usage=usage,
+            streamed=not final,
+            sent=not here,
+            group=self.group,
+            journey_id=self.id,
+        )
+        # A stream's attempt is reported to observers once it ends, complete with its cost.
+        if final:
+            self._record(attempt)
+        else:
+            self._steps.append(attempt)
+        self._answered = send.candidate
+
+    def finished(self, send: Send, usage: Usage | None) -> Steps[None]:
+        """A stream that answered has ended or been closed: settle what it cost."""
+        if send.wire.local:
+            usage = None  # LiteLLM's own stream (a mock): nothing was sent, nothing is owed
+        cost = None if send.wire.local else (yield from self._settle(send, usage))
+        yield from self._end_slot(send, self._billed(send, usage))
+        self._replace_answer(send, lambda a: replace(a, cost=cost, usage=usage))
+        for step in reversed(self._steps):
+            if isinstance(step, Attempt) and step.route == send.route.name and step.ok:
+                self._emit(step)
+                break
+
+    def failed(self, send: Send, fault: Fault) -> Steps[None]:
+        """The route failed with `fault` before answering: release, and decide what next.
+
+        A fault that never left this process (`fault.sent` is False) is no attempt: it is
+        recorded as "not sent", the breaker is not told, and the request stops when the
+        fault is about the request (every route would fail alike) or moves on when it is
+        about the route (a missing key).
+        """
+        yield from self._release(send)
+        self._last_fault = fault
+        # A request the provider received counts in its window, even refused.
+        yield from self._end_slot(send, send.slot_tokens if fault.sent else None)
+        if (
+            fault.kind is FaultKind.RATE_LIMITED
+            and fault.retry_after
+            and self._rates is not None
+            and (send.route.rpm or send.route.tpm)
+        ):
+            yield from self._rates.close(send.route.name, fault.retry_after)
+        if not fault.sent:
+            if self._health is not None:
+                yield from self._health.release(send.route.name, send.token)
+            self._record(
+                Skip(
+                    send.route.name,
+                    Check.SEND,
+                    send.route.redact(fault.message),
+                    {"about": fault.kind.about},
+                )
+            )
+            if not fault.kind.falls_through:
+                self._stop = fault
+            return
+        then = self._after(send, fault)
+        self._record(self._failure(send, fault, then))
+        yield from self._fault_seen(send, fault)
+
+    def abandoned(self, send: Send) -> None:
+        """The deadline passed while a sync call was still running on its worker.
+
+        Its reservation stays held and its health unrecorded: `settle_late` settles both
+        when the abandoned call ends.
+        """
+        self.expired = True
+        fault = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")
+        self._last_fault = fault
+        self._record(self._failure(send, fault, "abandoned at the deadline; settles when it ends"))
+
+    def cancelled(self, send: Send, *, sent: bool) -> Steps[None]:
+        """The caller cancelled the request during this attempt (an async task cancelled).
+
+        Once the request was sent the provider may generate and bill it, so the call is
+        charged its reservation, counted as unmeasured; before that it is released. The
+        breaker learns nothing either way, and a claimed probe is given back.
+        """
+        self.expired = True
+        cost = (yield from self._settle(send, None)) if sent else None
+        yield from self._end_slot(send, send.slot_tokens if sent else None)
+        if not sent:
+            yield from self._release(send)
+        if self._health is not None:
+            yield from self._health.release(send.route.name, send.token)
+        then = "charged its reservation" if sent else "released; nothing was sent"
+        self._record(
+            replace(self._failure(send, _CANCELLED, then, cost), outcome="cancelled", status=None)
+        )
+
+    def settle_late(self, send: Send, usage: Usage | None, fault: Fault | None) -> Steps[None]:
+        """An abandoned call ended: charge or release it, and tell the breaker."""
+        yield from self._end_slot(send, self._billed(send, usage))
+        if fault is None:
+            yield from self._settle(send, usage)
+            if self._health is not None:
+                yield from self._health.succeeded(send.route.name, send.token)
+        else:
+            yield from self._release(send)
+            if self._health is not None:
+                yield from self._health.failed(
+                    send.route.name, _redacted(send, fault), self._clock.now(), send.token
+                )
+
+    def _fault_seen(self, send: Send, fault: Fault) -> Steps[None]:
+        if self._health is not None:
+            yield from self._health.failed(
+                send.route.name, _redacted(send, fault), self._clock.now(), send.token
+            )
+        if self._on_result is not None:
+            self._on_result(send.route.name, fault.kind.value, self._since(send))
+        self._last_fault = fault
+
+    def _after(self, send: Send, fault: Fault) -> str:
+        """What follows a failure: a retry, the next route, or a stop; queues a retry."""
+        if not fault.kind.falls_through:
+            self._stop = fault
+            if fault.kind.about == "request":
+                return "stopped: another model would fail alike"
+            return "stopped: a refusal is not shopped around"
+        if self.deadline is not None and self.deadline.passed():
+            self.expired = True
+            return "deadline passed"
+        policy = self._retry(send.route) if self._retry is not None else None
+        wait = policy.wait(fault, send.number, self._rng) if policy is not None else None
+        if wait is not None:
+            if self.deadline is not None and wait >= self.deadline.left():
+                return f"retry not taken: waiting {wait:.2f} s would pass the deadline"
+            self._queue.appendleft((send.candidate, wait, send.number + 1))
+            return f"retry in {wait:.2f} s"
+        return "next route" if self._queue else "no route left"
+
+    def failed_after_answer(
+        self, send: Send, fault: Fault, usage: Usage | None = None, *, restart: bool = False
+    ) -> Steps[bool]:
+        """A stream that had started failed later: recorded, and the answer is void.
+
+        The provider generated (and will bill) part of a reply, so the call is charged: by
+        its usage when known, else at its reservation, counted as unmeasured. The failure
+        replaces the attempt's "answered" record: one request, one attempt. With `restart`
+        the request goes on to the next route when there is one; returns whether it does.
+        """
+        cost = yield from self._settle(send, usage)
+        yield from self._end_slot(send, self._billed(send, usage))
+        if self._health is not None:
+            yield from self._health.failed(
+                send.route.name, _redacted(send, fault), self._clock.now(), send.token
+            )
+        self._answered = None
+        self._last_fault = fault
+        restarting = restart and fault.kind.falls_through and bool(self._queue)
+        if not restarting:
+            self._stop = fault
+        then = "restarted from scratch on the next route" if restarting else "raised in the stream"
+        failed = replace(self._failure(send, fault, then, cost), usage=usage, streamed=True)
+        self._emit(failed)
+        if not self._replace_answer(send, lambda _: failed):
+            self._steps.append(failed)
+        return restarting
+
+    def _failure(self, send: Send, fault: Fault, then: str, cost: Money | None = None) -> Attempt:
+        return Attempt(
+            send.route.name,
+            fault.kind.value,
+            status=fault.status,
+            error=send.route.redact(fault.message),
+            elapsed=self._since(send),
+            wait=send.wait,
+            then=then,
+            cost=cost,
+            group=self.group,
+            journey_id=self.id,
+        )
+
+    def _replace_answer(self, send: Send, change: Callable[[Attempt], Attempt]) -> bool:
+        for i in range(len(self._steps) - 1, -1, -1):
+            step = self._steps[i]
+            if isinstance(step, Attempt) and step.route == send.route.name and step.ok:
+                self._steps[i] = change(step)
+                return True
+        return False
+
+    def _settle(self, send: Send, usage: Usage | None) -> Steps[Money | None]:
+        return self._gate.settle(send.candidate, send.held, usage)
+
+    def _release(self, send: Send) -> Steps[None]:
+        return self._gate.release(send.held)
+
+    def _since(self, send: Send) -> float:
+        return max(0.0, self._clock.now() - send.started)
+
+    def _end_slot(self, send: Send, tokens: int | None) -> Steps[None]:
+        """The attempt's rate slot keeps `tokens` (billed), or is given back (None)."""
+        yield from self._gate.end_slot(send.route.name, send.token, send.slot_tokens, tokens)
+
+    def _billed(self, send: Send, usage: Usage | None) -> int | None:
+        return usage.prompt + usage.completion if usage is not None else send.slot_tokens
+
+
+def _redacted(send: Send, fault: Fault) -> Fault:
+    """The fault with the route's secrets taken out of its text, for the health record."""
+    return replace(fault, message=send.route.redact(fault.message))
