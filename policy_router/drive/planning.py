@@ -29,7 +29,14 @@ from ..ground.deadline import Deadline
 from ..ground.errors import ConfigError, NoRouteError
 from ..ground.records import Skip
 from ..ground.route import Route
-from ..policies.bounds import RequestFacts, prediction_tokens, prompt_bound, reply_tokens
+from ..policies.bounds import (
+    RequestFacts,
+    batch_size,
+    prediction_tokens,
+    prompt_bound,
+    reply_tokens,
+    unbounded_reason,
+)
 from ..policies.breaker import HealthBook
 from ..policies.budget import Ledger
 from ..policies.candidate import Candidate
@@ -163,19 +170,25 @@ class Planner:
             return None
         image_tokens = self.ledger.budget.image_tokens if self.ledger else 0
         choices = [v for k in endpoint.choices if isinstance(v := kwargs.get(k), int)]
-        return RequestFacts(
-            prompt_tokens=model_info.count_tokens(kwargs, endpoint.prompt) if count else 0,
-            prompt_bound=prompt_bound(
+        bounded = self.ledger is not None or group in self._counted
+        bound = (
+            prompt_bound(
                 kwargs,
                 image_tokens,
                 texts=endpoint.prompt,
                 schema_of=model_info.response_format_schema,
             )
-            if self.ledger or group in self._counted
-            else 0,
+            if bounded
+            else 0
+        )
+        return RequestFacts(
+            prompt_tokens=model_info.count_tokens(kwargs, endpoint.prompt) if count else 0,
+            prompt_bound=bound,
             reply_tokens=reply_tokens(kwargs, *endpoint.reply_caps) if endpoint.generates else 0,
             choices=max(choices) if choices else None,
             reply_extra=prediction_tokens(kwargs),
+            batch=batch_size(kwargs, endpoint.batch),
+            unbounded=unbounded_reason(kwargs, endpoint.prompt) if bound is None else "",
         )
 
     def _ordering(

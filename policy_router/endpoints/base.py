@@ -69,3 +69,5 @@ class Endpoint:
     requirements: Callable[[Mapping[str, Any]], Requirements]
     usage: Callable[[Any], Usage | None]
     stream: StreamShape | None
+    batch: str | None = None
+    """The keyword that may hold a batch of prompts, each answered and billed on its own."""

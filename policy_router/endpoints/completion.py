@@ -59,4 +59,5 @@ COMPLETION = Endpoint(
     requirements=_requirements,
     usage=usage_of,
     stream=StreamShape(_read, lambda _chunk: False, ask_usage=True),
+    batch="prompt",
 )

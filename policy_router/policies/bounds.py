@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from .billed import FREE, TOOL_FIELDS, unbounded_by
+
 __all__ = [
     "IMAGE_TOKENS",
     "PER_MESSAGE_TOKENS",
@@ -40,6 +42,8 @@ __all__ = [
     "prompt_bound",
     "reply_bound",
     "reply_tokens",
+    "batch_size",
+    "unbounded_reason",
 ]
 
 PER_MESSAGE_TOKENS = 8
@@ -68,6 +72,10 @@ class RequestFacts:
     reply_tokens: int | None
     choices: int | None = None
     reply_extra: int = 0
+    batch: int = 1
+    """Prompts in one call (a text completion's list of prompts): each gets its replies."""
+    unbounded: str = ""
+    """Why the prompt has no bound, naming the field (when `prompt_bound` is None)."""
 
 
 def reply_bound(facts: RequestFacts, limit: int | None, choices: int = 1) -> int | None:
@@ -80,7 +88,7 @@ def reply_bound(facts: RequestFacts, limit: int | None, choices: int = 1) -> int
     per = facts.reply_tokens if facts.reply_tokens is not None else limit
     if per is None:
         return None
-    return (facts.choices or choices) * per + facts.reply_extra
+    return (facts.choices or choices) * facts.batch * per + facts.reply_extra
 
 
 def counted_tokens(facts: RequestFacts, sent_cap: int | None, choices: int = 1) -> int:
@@ -93,7 +101,7 @@ def counted_tokens(facts: RequestFacts, sent_cap: int | None, choices: int = 1) 
     settles to the provider's usage.
     """
     per = facts.reply_tokens if facts.reply_tokens is not None else sent_cap
-    reply = (facts.choices or choices) * per if per is not None else 0
+    reply = (facts.choices or choices) * facts.batch * per if per is not None else 0
     return (facts.prompt_bound or facts.prompt_tokens) + reply + facts.reply_extra
 
 
@@ -153,12 +161,11 @@ def _schema_bytes(response_format: type, schema_of: SchemaOf | None) -> int:
     return 2 * _bytes(json.dumps(schema() if callable(schema) else str(response_format))) + 256
 
 
-def _response_format_bytes(response_format: Any, schema_of: SchemaOf | None) -> int:
-    if response_format is None:
-        return 0
-    if isinstance(response_format, type):
-        return _schema_bytes(response_format, schema_of)
-    return _bytes(response_format)
+def _value_bytes(value: Any, schema_of: SchemaOf | None) -> int:
+    # A class (a pydantic `response_format` or `text_format`) is sent as its schema.
+    if isinstance(value, type):
+        return _schema_bytes(value, schema_of)
+    return _bytes(value)
 
 
 def prompt_bound(
@@ -174,6 +181,8 @@ def prompt_bound(
     `texts` names the keyword arguments that carry the prompt itself (`messages` for chat;
     `input`, `instructions` or `prompt` for the other endpoints); each counts as messages do.
     """
+    if unbounded_by(kwargs, texts) is not None:
+        return None
     bound = PER_MESSAGE_TOKENS
     images = 0
     for name in texts:
@@ -196,13 +205,39 @@ def prompt_bound(
             if unbounded:
                 return None
             images += found
-    tools = [kwargs.get("tools"), kwargs.get("functions")]
-    if any(tools):
-        bound += _bytes([t for t in tools if t]) + TOOLS_TOKENS
-    for name in ("tool_choice", "function_call", "prediction"):
-        bound += _bytes(kwargs.get(name)) if kwargs.get(name) is not None else 0
-    bound += _response_format_bytes(kwargs.get("response_format"), schema_of)
+    tools = False
+    for name, value in kwargs.items():
+        # Every other field is billed input unless it is known to be free (`billed.FREE`).
+        if name in texts or name in FREE or value is None:
+            continue
+        tools = tools or (name in TOOL_FIELDS and bool(value))
+        bound += _value_bytes(value, schema_of)
+    if tools:
+        bound += TOOLS_TOKENS
     return bound + images * image_tokens
+
+
+def unbounded_reason(kwargs: Mapping[str, Any], texts: Sequence[str] = ("messages",)) -> str:
+    """Why `prompt_bound` finds no bound for the call, naming the field ("" when it has one)."""
+    why = unbounded_by(kwargs, texts)
+    if why is not None:
+        return why
+    for name in texts:
+        value = kwargs.get(name)
+        items = value if isinstance(value, list | tuple) else [value]
+        for item in items:
+            if isinstance(item, Mapping) and _parts(item.get("content"))[1]:
+                return f"{name}: a file or video part is billed by pages or seconds, not bytes"
+    return ""
+
+
+def batch_size(kwargs: Mapping[str, Any], name: str | None) -> int:
+    """How many prompts the call's `name` field holds: a list of texts or of token-id lists
+    is a batch, each prompt answered (and billed) on its own; anything else is one."""
+    value = kwargs.get(name) if name else None
+    if isinstance(value, list | tuple) and value and not all(isinstance(v, int) for v in value):
+        return len(value)
+    return 1
 
 
 def prediction_tokens(kwargs: Mapping[str, Any]) -> int:

@@ -181,14 +181,18 @@ class Ledger:
         bounded = reply is not None and facts.prompt_bound is not None
         if not bounded and self.budget.strict:
             why = (
-                "its prompt carries a file or video, billed by pages or seconds"
+                (facts.unbounded or "its prompt has no bound")
                 if facts.prompt_bound is None
                 else "the call sets no max_tokens and the model's output limit is unknown"
             )
+            fix = (
+                "leave that out, or use a budget without strict=True (the call then counts "
+                "as overshoot_possible)"
+                if facts.prompt_bound is None
+                else "set max_tokens, or declare the route's output_limit"
+            )
             return self._skip(
-                candidate,
-                f"no finite worst case under a strict budget: {why}; set max_tokens, or "
-                "declare the route's output_limit",
+                candidate, f"no finite worst case under a strict budget: {why}; {fix}"
             )
         worst = price.worst_case(facts.prompt_bound or 0, reply or 0)
         return worst, price, bounded

@@ -1,9 +1,9 @@
 """How FakeProvider bills a request when its step gives no usage: one token a word.
 
-It bills everything a real provider bills, so a budget's bound is tested against an honest
-bill: the words of every message's text, the words of the JSON of `tools`, `functions`,
-`tool_choice`, `response_format` (as sent: LiteLLM has already turned a pydantic class into
-its schema) and `prediction`, `IMAGE_TOKENS` per image part, and for the reply the words it
+It bills everything it receives but a few control fields, so a budget's bound is tested
+against an honest bill: the words of every message's text, the words of the JSON of every
+other field (`tools`, `response_format` as sent, `suffix`, Responses' `text`, a field nobody
+listed), `IMAGE_TOKENS` per image part, a stored conversation and each built-in tool run, and for the reply the words it
 sends for each of `n` choices, cut at `max_tokens`/`max_completion_tokens` and at the model's
 own output limit (`FakeProvider.limits`). A word is at least one byte, so a bound that holds
 for bytes holds here; a bound that forgets a part of the request does not.
@@ -15,12 +15,24 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["IMAGE_TOKENS", "cap", "choices", "prompt_tokens", "words"]
+__all__ = ["IMAGE_TOKENS", "STATE_TOKENS", "TOOL_RUN_TOKENS", "cap", "choices", "prompt_tokens", "words"]
 
 IMAGE_TOKENS = 765
 """What OpenAI bills gpt-4o for a 1024x1024 image in high detail."""
 
-_BILLED_AS_JSON = ("tools", "functions", "tool_choice", "response_format", "prediction")
+# What this fake does not bill, as a provider would not: every other field it receives is
+# billed as the words of its JSON, so a field the router forgets to bound is caught.
+_FREE = frozenset(
+    {
+        "model", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+        "max_output_tokens", "n", "best_of", "temperature", "top_p", "seed", "user",
+        "metadata", "store", "stop", "logprobs", "top_logprobs", "encoding_format",
+    }
+)
+STATE_TOKENS = 100_000
+"""What a request continuing a stored conversation (`previous_response_id`) is billed for it."""
+TOOL_RUN_TOKENS = 20_000
+"""What each built-in tool the provider runs (any tool that is not a function) bills."""
 
 
 def words(text: str) -> int:
@@ -36,6 +48,9 @@ def _text_and_images(content: Any) -> tuple[int, int]:
     for part in content:
         if isinstance(part, str):
             tokens += words(part)
+        elif isinstance(part, int | list):  # token ids, or a batch's token-id list
+            inner, _ = _text_and_images(part if isinstance(part, list) else [str(part)])
+            tokens += inner
         elif isinstance(part, Mapping):
             if part.get("type") in ("image_url", "input_image", "image"):
                 images += 1
@@ -58,9 +73,16 @@ def prompt_tokens(body: Mapping[str, Any], texts: tuple[str, ...] = ("messages",
             content = item.get("content") if isinstance(item, Mapping) else item
             found, found_images = _text_and_images(content)
             tokens, images = tokens + found, images + found_images
-    for name in _BILLED_AS_JSON:
-        if body.get(name) is not None:
-            tokens += words(json.dumps(body[name]))
+    for name, value in body.items():
+        if name in texts or name in _FREE or value is None:
+            continue
+        tokens += words(json.dumps(value, default=str))
+        if name in ("previous_response_id", "conversation"):
+            tokens += STATE_TOKENS
+        if name in ("tools", "functions") and isinstance(value, list):
+            tokens += TOOL_RUN_TOKENS * sum(
+                1 for t in value if isinstance(t, Mapping) and t.get("type") not in (None, "function", "custom")
+            )
     return max(tokens + images * IMAGE_TOKENS, 1)
 
 

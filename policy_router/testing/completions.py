@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .billing import cap, stop_at, words
+from .billing import cap, prompt_tokens, stop_at, words
 from .exchange import Exchange, split_text
 from .steps import Reply
 
@@ -32,10 +32,13 @@ class CompletionExchange(Exchange):
         if reply.usage is not None:
             prompt, completion = reply.usage
         else:
+            prompt = prompt_tokens(self.body, ("prompt",))
+            # A list of texts (or of token-id lists) is a batch: each prompt gets its replies.
             raw = self.body.get("prompt")
-            prompts = raw if isinstance(raw, list) else [raw]
-            prompt = max(sum(words(str(p)) for p in prompts if p is not None), 1)
-            completion = self._billed_choices()[1] * self._written(reply)[1]
+            batch = len(raw) if isinstance(raw, list) and raw and not all(
+                isinstance(p, int) for p in raw
+            ) else 1
+            completion = batch * self._billed_choices()[1] * self._written(reply)[1]
         return {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
