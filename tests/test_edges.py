@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import litellm
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from policy_router import (
@@ -352,3 +352,62 @@ def test_nothing_sendable_is_still_a_no_route_error(fake: FakeProvider) -> None:
     with pytest.raises(NoRouteError):
         router.completion(model="g", messages=MESSAGES, on_device=True)
     fake.script("a", Reply("ok"))
+
+
+# -- validation no stricter than LiteLLM ------------------------------------------------------
+def _litellm_prompt_type() -> Any:
+    import inspect
+
+    import litellm
+
+    return inspect.signature(litellm.text_completion).parameters["prompt"].annotation
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.one_of(
+        st.from_type(_litellm_prompt_type()).filter(lambda p: p != [] and p != ""),
+        st.lists(st.integers(0, 100_000), min_size=1, max_size=6),
+        st.lists(st.lists(st.integers(0, 100_000), min_size=1, max_size=4), min_size=1, max_size=4),
+    )
+)
+def test_every_prompt_shape_litellm_accepts_is_accepted(prompt: Any) -> None:
+    """Every prompt LiteLLM's own type allows, and OpenAI's token-id forms, pass validation
+    (a shape that is surely wrong is what the router refuses, not one it did not list)."""
+    from policy_router.endpoints import ENDPOINTS
+
+    def nonempty(value: Any) -> bool:
+        if isinstance(value, str | int):
+            return True
+        return bool(value) and all(map(nonempty, value))
+
+    assume(nonempty(prompt))
+    try:
+        ENDPOINTS["completion"].check({"prompt": prompt})
+    except ConfigError as refused:
+        assert "surrogate" in str(refused), prompt
+
+
+def test_token_ids_and_a_tuple_of_messages_are_sent(fake: FakeProvider) -> None:
+    """`prompt=[1, 2, 3]`, `prompt=[[1, 2], [3]]` and `messages=tuple(...)` are sent, as
+    LiteLLM sends them."""
+    router = Router([fake_route(fake, "a")])
+    router.text_completion(model="g", prompt=[1, 2, 3], max_tokens=5)
+    router.text_completion(model="g", prompt=[[1, 2], [3]], max_tokens=5)
+    router.completion(model="g", messages=tuple(MESSAGES))
+    assert fake.requests() == 3
+
+
+def test_framework_defaults_are_no_conflict(fake: FakeProvider) -> None:
+    """`api_key=None, api_base=None, custom_llm_provider=None, num_retries=0` (what
+    smolagents and ChatLiteLLM always pass) are accepted and change nothing."""
+    router = Router([fake_route(fake, "a")])
+    out = router.completion(
+        model="g", messages=MESSAGES, api_key=None, api_base=None, custom_llm_provider=None,
+        num_retries=0, max_retries=0,
+    )
+    assert out.choices[0].message.content and fake.requests() == 1
+    (body,) = fake.bodies("a")
+    assert body["model"] == "a"
+    with pytest.raises(ConfigError, match="api_key"):
+        router.completion(model="g", messages=MESSAGES, api_key="sk-other")

@@ -443,3 +443,39 @@ def test_a_config_asking_for_otel_without_it_names_the_field_and_the_extra(
     config = {"groups": {"g": {"routes": [{"model": "openai/gpt-4o-mini"}]}}}
     with pytest.raises(ConfigError, match=r"observers\.otel: .*policy-router\[otel\]"):
         Router.from_config({**config, "observers": {"otel": True}})
+
+
+def test_an_unpriced_stream_still_reports_its_usage_when_observed(
+    fake: FakeProvider, otel: Telemetry
+) -> None:
+    """Usage is asked of a stream whenever an observer records it, not only for a budget;
+    the caller, who did not ask for the usage chunk, does not see it."""
+    router = Router([fake_route(fake, "a")], observers=[otel.observer])
+    chunks = list(router.completion(model="g", messages=MESSAGES, stream=True))
+    assert all(getattr(c, "usage", None) is None or c.choices for c in chunks)
+    (attempt,) = [s for s in otel.finished() if s.name == "chat a"]
+    assert (attempt.attributes or {})["gen_ai.usage.output_tokens"] > 0
+    assert fake.bodies("a")[0]["stream_options"] == {"include_usage": True}
+
+
+def test_genai_histograms_use_the_advised_buckets_and_name_the_response_model(
+    fake: FakeProvider, otel: Telemetry
+) -> None:
+    """`gen_ai.client.operation.duration` buckets run 0.01 ... 81.92 s, token usage has its
+    own, `gen_ai.response.model` is set, and an embedding records no output tokens."""
+    router = Router(
+        [fake_route(fake, "a"), fake_route(fake, "e", group="e", capabilities={"embedding": True})],
+        observers=[otel.observer],
+    )
+    router.completion(model="g", messages=MESSAGES)
+    router.embedding(model="e", input=["one", "two"])
+    (duration,) = [p for p in otel.points("gen_ai.client.operation.duration") if p.attributes.get("gen_ai.operation.name") == "chat"]
+    assert list(duration.explicit_bounds) == [0.01 * 2**i for i in range(14)]
+    tokens = otel.points("gen_ai.client.token.usage")
+    assert list(tokens[0].explicit_bounds)[:3] == [1, 4, 16]
+    kinds = {(p.attributes["gen_ai.operation.name"], p.attributes["gen_ai.token.type"]) for p in tokens}
+    assert ("embeddings", "output") not in kinds and ("embeddings", "input") in kinds
+    (chat,) = [s for s in otel.finished() if s.name == "chat a"]
+    assert (chat.attributes or {})["gen_ai.response.model"]
+    (embed,) = [s for s in otel.finished() if s.name.startswith("embeddings")]
+    assert "gen_ai.usage.output_tokens" not in (embed.attributes or {})

@@ -90,6 +90,18 @@ class Loaded:
     notes: list[str] = field(default_factory=list)
 
 
+def from_environment(params: Mapping[str, Any]) -> tuple[str, ...]:
+    """The values `params` reads from `os.environ/NAME` references: secrets, whatever the
+    keyword that holds them is called, so the router scrubs them from every output."""
+    found = []
+    for value in params.values():
+        if isinstance(value, str) and value.startswith(ENV_PREFIX):
+            resolved = os.environ.get(value.removeprefix(ENV_PREFIX))
+            if resolved:
+                found.append(resolved)
+    return tuple(found)
+
+
 def secret(value: Any, where: str, missing: list[str]) -> Any:
     """Resolve `os.environ/NAME`; record a variable that is not set rather than guess."""
     if isinstance(value, str) and value.startswith(ENV_PREFIX):
@@ -153,6 +165,7 @@ def _entry(
     costs.update({k: v for k, v in info.items() if k in _COST_KEYS or "cost_per_token_above" in k})
     for key, value in defaults.items():
         params.setdefault(key, value)
+    read = from_environment(params)
     params = {
         k: secret(v, f"{here}.litellm_params.{k}", loaded.missing) for k, v in params.items()
     }
@@ -176,6 +189,7 @@ def _entry(
         capabilities=capabilities or None,
         prices=_prices(costs, model, f"{here} model_info") if costs else None,
         output_limit=limit if isinstance(limit, int) and limit > 0 else None,
+        secrets=read,
         **own,
         **{k: v for k, v in params.items() if v is not None},
     )

@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..drive import model_info
 from ..ground import catalog
 from ..ground.errors import ConfigError
-from ..ground.route import Route, _is_secret_name
+from ..ground.route import Route
+from ..ground.secrets import is_secret_name
 from ..observe.extras import need_opentelemetry
 from ..observe.observers import AttemptLog
 from ..policies.breaker import Breaker
@@ -35,7 +36,7 @@ from ..policies.budget import Budget
 from ..policies.order import Order
 from ..policies.price_table import PriceTable, _parse
 from ..policies.retry import Retry
-from .litellm import ENV_PREFIX, Loaded, is_proxy_config, proxy_config, secret
+from .litellm import ENV_PREFIX, Loaded, from_environment, is_proxy_config, proxy_config, secret
 
 __all__ = ["Loaded", "load", "routes_and_policies"]
 
@@ -254,13 +255,14 @@ def routes_and_policies(
         orders[group] = gspec.order
         for i, r in enumerate(gspec.routes):
             where = f"groups.{group}.routes[{i}]"
+            read = from_environment(r.model_extra or {})
             extra = {
                 key: secret(value, f"{where}.{key}", missing)
                 for key, value in (r.model_extra or {}).items()
             }
             for key, value in (r.model_extra or {}).items():
                 if (
-                    _is_secret_name(key)
+                    is_secret_name(key)
                     and isinstance(value, str)
                     and not value.startswith(ENV_PREFIX)
                 ):
@@ -288,6 +290,7 @@ def routes_and_policies(
                         output_limit=r.output_limit,
                         rpm=r.rpm,
                         tpm=r.tpm,
+                        secrets=read,
                         **{k: v for k, v in extra.items() if v is not None},
                     )
                 )

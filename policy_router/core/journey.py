@@ -48,6 +48,8 @@ class Attempt:
     usage: Usage | None = field(default=None, compare=False)
     streamed: bool = field(default=False, compare=False)
     sent: bool = True
+    response_model: str | None = field(default=None, compare=False)
+    """The model the provider says answered (its `model` field), when it said."""
     group: str = field(default="", compare=False)
     journey_id: str = field(default="", compare=False)
 

@@ -67,7 +67,12 @@ class Outcomes:
         self._emit(step)
 
     def answered(
-        self, send: Send, usage: Usage | None = None, *, final: bool = True
+        self,
+        send: Send,
+        usage: Usage | None = None,
+        *,
+        final: bool = True,
+        model: str | None = None,
     ) -> Steps[None]:
         """The route answered. For a stream (`final=False`) its first chunk arrived, and
         its cost is settled later by `finished`.
@@ -98,6 +103,7 @@ class Outcomes:
             usage=usage,
             streamed=not final,
             sent=not here,
+            response_model=model,
             group=self.group,
             journey_id=self.id,
         )

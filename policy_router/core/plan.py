@@ -25,6 +25,7 @@ from ..ground.ids import new_id
 from ..ground.outcome import Fault
 from ..ground.records import Check, Skip
 from ..ground.route import Route
+from ..ground.secrets import scrub_exception
 from ..policies.budget import Ledger, RequestFacts
 from ..policies.candidate import Candidate
 from ..policies.requirements import Requirements
@@ -90,8 +91,15 @@ class Plan(Outcomes):
         operation: str = "chat",
         settings: Mapping[str, Any] | None = None,
         frame: Callable[[object], None] | None = None,
+        secrets: tuple[str, ...] | None = None,
     ) -> None:
         self.group = group
+        # Every secret of the group's routes: taken out of whatever the request raises.
+        self._secrets = (
+            secrets
+            if secrets is not None
+            else tuple(sorted({x for c in candidates for x in c.route.secrets}, key=len, reverse=True))
+        )
         self.store: Store = store or (
             ledger.store if ledger else health.store if health else InMemoryStore()
         )
@@ -140,6 +148,11 @@ class Plan(Outcomes):
         self._stop: Fault | None = None
         self._last_fault: Fault | None = None
         self.expired = False
+
+    @property
+    def observed(self) -> bool:
+        """Whether an observer follows this request (and wants, say, a stream's usage)."""
+        return self._frame is not None
 
     @property
     def clock(self) -> Clock:
@@ -295,13 +308,18 @@ class Plan(Outcomes):
             self._ended = True
             self._frame(RequestEnded(self.journey, None if error is None else type(error).__name__))
 
+    def scrub(self, error: BaseException) -> BaseException:
+        """`error` with every secret of the group's routes taken out (see `ground.secrets`)."""
+        return scrub_exception(error, self._secrets)
+
     def error(self, last: BaseException | None) -> BaseException:
-        """The exception to raise when the request ends unanswered (see `unanswered`)."""
-        return unanswered(
+        """The exception to raise when the request ends unanswered (see `unanswered`),
+        scrubbed of every secret the group's routes hold, its chain included."""
+        return self.scrub(unanswered(
             self.journey,
             last,
             stop=self._stop,
             last_fault=self._last_fault,
             timed_out=self.expired and self._answered is None,
             deadline=self.deadline,
-        )
+        ))

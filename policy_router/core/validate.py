@@ -15,7 +15,15 @@ from typing import Any
 from ..ground.deadline import check_seconds, check_timeout
 from ..ground.errors import ConfigError
 
-__all__ = ["REFUSED_KWARGS", "check_call", "check_messages", "check_policies", "check_texts"]
+__all__ = [
+    "REFUSED_KWARGS",
+    "check_call",
+    "check_messages",
+    "check_policies",
+    "check_texts",
+    "conflicts",
+    "unset",
+]
 
 # Keywords a caller may not pass: each would let LiteLLM decide what the router decides.
 REFUSED_KWARGS = {
@@ -28,6 +36,20 @@ REFUSED_KWARGS = {
     "num_retries": "LiteLLM's retries are off: the router sends one request per attempt",
     "max_retries": "LiteLLM's retries are off: the router sends one request per attempt",
 }
+
+def conflicts(key: str, value: Any) -> bool:
+    """Whether a refused keyword's value would really override the router: `None` (and
+    zero retries, which is what the router sends anyway) is no conflict."""
+    if value is None:
+        return False
+    return not (key in ("num_retries", "max_retries") and value == 0 and not isinstance(value, bool))
+
+
+def unset(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """`kwargs` without the refused keywords passed unset, so that an `api_key=None` from a
+    framework never overrides the route's own key."""
+    return {k: v for k, v in kwargs.items() if k not in REFUSED_KWARGS or conflicts(k, v)}
+
 
 _COUNTS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "n", "best_of")
 
@@ -75,7 +97,7 @@ def _content(content: Any, where: str) -> None:
 def check_messages(messages: Any, name: str = "messages") -> None:
     """A non-empty list of message dicts (or LiteLLM message objects) whose content can be
     sent: a string, None, or a list of content parts, with no lone surrogates."""
-    if not isinstance(messages, list) or not messages:
+    if not isinstance(messages, list | tuple) or not messages:
         raise ConfigError(
             f"{name} must be a non-empty list of {{'role': ..., 'content': ...}} dicts, "
             f"got {type(messages).__name__}"
@@ -101,6 +123,8 @@ def check_call(kwargs: Mapping[str, Any]) -> None:
     if not present:
         return  # the common call: nothing here to check
     for key in present.intersection(REFUSED_KWARGS):
+        if not conflicts(key, kwargs[key]):
+            continue  # unset, as frameworks pass it: the router takes it out (`unset`)
         raise ConfigError(f"{key}= is not accepted by the router: {REFUSED_KWARGS[key]}")
     for name in present.intersection(_COUNTS):
         _count(kwargs, name)

@@ -95,11 +95,13 @@ def _drive(plan: Plan, open_: Callable[[Send], T], final: bool, usage: Usage) ->
             break
         except Exception as exc:
             if not plan.run(_failed(plan, send, exc)):
+                plan.scrub(exc)  # in place: the same exception, its traceback kept
                 raise
             last = exc
             continue
         send.wire.cached = reading.cache_hit(result)
-        plan.run(plan.answered(send, usage(result) if final else None, final=final))
+        billed, model = _read(result, final, usage)
+        plan.run(plan.answered(send, billed, final=final, model=model))
         return result, send
     raise plan.error(last)
 
@@ -149,11 +151,13 @@ async def _adrive(
         except Exception as exc:
             # asyncio.timeout raises a bare TimeoutError when the deadline cancels the call.
             if not await step(plan, _failed(plan, send, exc, bare_timeout_is_deadline=True)):
+                plan.scrub(exc)  # in place: the same exception, its traceback kept
                 raise
             last = exc
             continue
         send.wire.cached = reading.cache_hit(result)
-        await step(plan, plan.answered(send, usage(result) if final else None, final=final))
+        billed, model = _read(result, final, usage)
+        await step(plan, plan.answered(send, billed, final=final, model=model))
         return result, send
     raise plan.error(last)
 
@@ -210,6 +214,14 @@ def _given_back(plan: Plan) -> Callable[[Send | None], None]:
             later(plan, plan.cancelled(send, sent=False))
 
     return undo
+
+
+def _read(result: Any, final: bool, usage: Usage) -> tuple[Any, str | None]:
+    """What an answer billed and which model the provider says answered (a stream's is
+    read when it ends)."""
+    if not final:
+        return None, None
+    return usage(result), reading.model_of(result)
 
 
 _DEADLINE = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")

@@ -22,7 +22,7 @@ from ..core.checks import explain, sift
 from ..core.events import request_attributes
 from ..core.journey import Explanation
 from ..core.plan import Plan
-from ..core.validate import check_call
+from ..core.validate import check_call, unset
 from ..endpoints import Endpoint
 from ..ground.clock import Clock
 from ..ground.deadline import Deadline
@@ -211,7 +211,7 @@ class Planner:
         settings.check_globals()
         group, candidates = self.group(model)
         needs = self.needs(endpoint, kwargs)
-        call_kwargs = {k: v for k, v in kwargs.items() if k not in POLICY_KWARGS}
+        call_kwargs = {k: v for k, v in unset(kwargs).items() if k not in POLICY_KWARGS}
         facts = self.facts(endpoint, group, call_kwargs)
         seconds = kwargs.get("deadline", self._deadline)
         timeout = call_kwargs.get("timeout")

@@ -18,7 +18,7 @@ from ..core.journey import Journey, Routed
 from ..core.plan import Plan
 from ..endpoints import Endpoint, StreamShape
 from . import failures, transport
-from .loops import adrive, drive, step
+from .loops import adrive, drive, later, step
 from .stream_watch import Opened, StreamRestart, Watch
 
 __all__ = ["AsyncRoutedStream", "RoutedStream", "StreamRestart", "astream", "stream"]
@@ -165,6 +165,14 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
                 raise StopAsyncIteration
             try:
                 chunk = await self._it.__anext__()
+            except asyncio.CancelledError:
+                # Cancelled mid-stream (`asyncio.timeout`, a cancelled task): what the
+                # stream holds is settled now, as for a close, not when it is collected.
+                later(w.plan, w.closed())
+                close = getattr(self._it, "aclose", None)
+                if close is not None:
+                    _close_later(close)
+                raise
             except StopAsyncIteration:
                 error = await step(w.plan, w.ended(), bounded=False)
                 if error is None:
@@ -232,17 +240,17 @@ def _close_later(close: Callable[[], Coroutine[Any, Any, Any]]) -> None:
 
 
 def _stream_kwargs(
-    kwargs: dict[str, Any], send: Send, shape: StreamShape
+    kwargs: dict[str, Any], send: Send, shape: StreamShape, observed: bool = False
 ) -> tuple[dict[str, Any], bool]:
-    """Ask for the final usage chunk when the call is priced or counts tokens against a
-    `tpm`, and the endpoint streams usage only when asked; the returned flag says to strip
-    that chunk, which the caller did not ask for."""
+    """Ask for the final usage chunk when the call is priced, counts tokens against a
+    `tpm`, or is observed (an observer records usage), and the endpoint streams usage only
+    when asked; the returned flag says to strip that chunk, which the caller did not ask for."""
     options = kwargs.get("stream_options") or {}
     counted = send.slot_tokens is not None and send.route.tpm is not None
     if (
         not shape.ask_usage
         or options.get("include_usage")
-        or (send.candidate.price is None and send.held is None and not counted)
+        or (send.candidate.price is None and send.held is None and not counted and not observed)
     ):
         return kwargs, False
     return {**kwargs, "stream_options": {**options, "include_usage": True}}, True
@@ -261,7 +269,7 @@ def stream(
     assert shape is not None
 
     def open_stream(send: Send) -> Opened:
-        call_kwargs, strip = _stream_kwargs(kwargs, send, shape)
+        call_kwargs, strip = _stream_kwargs(kwargs, send, shape, plan.observed)
         source = transport.send(endpoint.function, call_kwargs, plan, send)
         iterator = iter(source)
         first = next(iterator, None)
@@ -294,7 +302,7 @@ async def astream(
     assert shape is not None
 
     async def open_stream(send: Send) -> Opened:
-        call_kwargs, strip = _stream_kwargs(kwargs, send, shape)
+        call_kwargs, strip = _stream_kwargs(kwargs, send, shape, plan.observed)
         source = await transport.asend(endpoint.afunction, call_kwargs, plan, send)
         iterator = source.__aiter__()
         first = await anext(iterator, None)

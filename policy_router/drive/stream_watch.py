@@ -114,7 +114,7 @@ class Watch:
         if fault is None:
             yield from self.plan.finished(self.send, self.usage)
             self.plan.ended(exc)
-            return exc
+            return self.plan.scrub(exc)
         if fault.kind is not FaultKind.STREAM_CUT:
             fault = type(fault)(FaultKind.STREAM_CUT, fault.status, fault.message)
         if (
@@ -125,7 +125,7 @@ class Watch:
         exc.journey = journey  # type: ignore[attr-defined]
         exc.add_note(f"policy_router: {journey}")
         self.plan.ended(exc)
-        return exc
+        return self.plan.scrub(exc)
 
     def restarted(
         self, opened: Opened, send: Send, on_restart: Callable[[StreamRestart], None] | None

@@ -31,14 +31,22 @@ def _read(chunk: Any) -> Piece:
     return Piece(joined, finish, usage_of(chunk), bool(joined or finish))
 
 
+def _prompt_shape(value: Any, depth: int = 0) -> bool:
+    # What LiteLLM's own type allows (`str | list[str | list[str | list[int]]]`) and what
+    # OpenAI's API takes besides: token ids, and batches of token-id lists.
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return depth > 0 or isinstance(value, str)
+    if isinstance(value, list | tuple) and depth < 3:
+        return bool(value) and all(_prompt_shape(v, depth + 1) for v in value)
+    return False
+
+
 def _check(kwargs: Mapping[str, Any]) -> None:
     prompt = kwargs.get("prompt")
-    if not (
-        isinstance(prompt, str)
-        or (isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt))
-    ):
+    if not _prompt_shape(prompt):
         raise ConfigError(
-            f"prompt must be a string or a non-empty list of strings, got {type(prompt).__name__}"
+            "prompt must be a string, a non-empty list of strings, token ids (a list of "
+            f"ints) or a batch of token-id lists, got {type(prompt).__name__}"
         )
     check_texts(kwargs, ("prompt",))
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..ground.money import Usage
 
-__all__ = ["cache_hit", "is_hollow_first_chunk", "usage_of"]
+__all__ = ["cache_hit", "is_hollow_first_chunk", "model_of", "usage_of"]
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -80,3 +80,9 @@ def cache_hit(response: Any) -> bool:
     if isinstance(hidden, dict):
         return hidden.get("cache_hit") is True
     return getattr(hidden, "cache_hit", None) is True
+
+
+def model_of(response: Any) -> str | None:
+    """The model a response says answered it (`gpt-4o-mini-2024-07-18`), if it says."""
+    model = _field(response, "model")
+    return model if isinstance(model, str) and model else None

@@ -18,6 +18,7 @@ from .capability import Capability, parse_declared
 from .deadline import check_timeout
 from .errors import ConfigError
 from .reach import Reach, infer
+from .secrets import MASK, is_secret_name, redact, secrets_in
 
 __all__ = ["Reach", "Route", "redact", "unique_names"]  # Reach is re-exported from reach.py
 
@@ -32,34 +33,6 @@ _OWNED = {
     "fallbacks": "the router decides fallbacks; list the routes in one group instead",
     "context_window_fallback_dict": "the router decides fallbacks; list routes in one group",
 }
-
-_SECRET_WORDS = ("key", "token", "secret", "password", "authorization", "credential")
-
-
-def _is_secret_name(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in _SECRET_WORDS)
-
-
-def _secrets_in(kwargs: Mapping[str, Any]) -> tuple[str, ...]:
-    found: list[str] = []
-    for name, value in kwargs.items():
-        if isinstance(value, Mapping):
-            found.extend(str(v) for k, v in value.items() if _is_secret_name(str(k)) and v)
-        elif _is_secret_name(name) and isinstance(value, str) and value:
-            found.append(value)
-    # A bearer header holds the key after "Bearer ": redact the bare key too.
-    found.extend(s.split(" ", 1)[1] for s in list(found) if s.lower().startswith("bearer "))
-    return tuple(sorted({s for s in found if len(s) >= 4}, key=len, reverse=True))
-
-
-def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """Return `text` with every secret in `secrets` replaced by `***`."""
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, "***")
-    return text
-
 
 class Route:
     """One way to reach one model: a LiteLLM model string and the call kwargs for it.
@@ -134,6 +107,7 @@ class Route:
         output_limit: int | None = None,
         rpm: int | None = None,
         tpm: int | None = None,
+        secrets: tuple[str, ...] = (),
         **litellm_kwargs: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -161,7 +135,7 @@ class Route:
         set_(self, "group", group or model)
         set_(self, "name", name or model)
         set_(self, "_kwargs", MappingProxyType(dict(litellm_kwargs)))
-        set_(self, "_secrets", _secrets_in(litellm_kwargs))
+        set_(self, "_secrets", secrets_in(litellm_kwargs, secrets))
         set_(
             self,
             "_capabilities",
@@ -237,12 +211,13 @@ class Route:
             output_limit=self.output_limit,
             rpm=self.rpm,
             tpm=self.tpm,
+            secrets=self._secrets,
             **self._kwargs,
         )
 
     def __repr__(self) -> str:
         shown = {
-            k: ("***" if _is_secret_name(k) else _redact_mapping(v))
+            k: (MASK if is_secret_name(k) else _redact_value(v, self._secrets))
             for k, v in self._kwargs.items()
         }
         parts = [repr(self.model), f"group={self.group!r}"]
@@ -256,10 +231,13 @@ class Route:
         return f"Route({', '.join(parts)})"
 
 
-def _redact_mapping(value: Any) -> Any:
+def _redact_value(value: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(value, Mapping):
-        return {k: ("***" if _is_secret_name(str(k)) else v) for k, v in value.items()}
-    return value
+        return {
+            k: (MASK if is_secret_name(str(k)) else _redact_value(v, secrets))
+            for k, v in value.items()
+        }
+    return redact(value, secrets) if isinstance(value, str) else value
 
 
 def unique_names(routes: list[Route]) -> list[Route]:

@@ -266,9 +266,13 @@ class OTelObserver:
             ended: dict[str, Any] = {"policy_router.outcome": outcome}
             if not sent:
                 ended["policy_router.sent"] = False
+            embedding = attrs.get("gen_ai.operation.name") == "embeddings"
             if usage is not None:
                 ended["gen_ai.usage.input_tokens"] = usage.prompt
-                ended["gen_ai.usage.output_tokens"] = usage.completion
+                if not embedding:
+                    ended["gen_ai.usage.output_tokens"] = usage.completion
+            if record is not None and record.response_model:
+                ended["gen_ai.response.model"] = record.response_model
             if cost is not None:
                 ended["policy_router.cost_micros"] = cost.micros
                 ended["policy_router.currency"] = cost.currency
@@ -296,7 +300,10 @@ class OTelObserver:
         self._meter.operation_duration.record(elapsed, conv)
         if usage is not None:
             self._meter.token_usage.record(usage.prompt, {**attrs, "gen_ai.token.type": "input"})
-            self._meter.token_usage.record(usage.completion, {**attrs, "gen_ai.token.type": "output"})
+            if attrs.get("gen_ai.operation.name") != "embeddings":  # nothing is generated
+                self._meter.token_usage.record(
+                    usage.completion, {**attrs, "gen_ai.token.type": "output"}
+                )
         if cost is not None:
             self._meter.cost.add(cost.micros, {**where, "policy_router.currency": cost.currency})
 

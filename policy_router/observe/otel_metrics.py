@@ -15,7 +15,13 @@ from ..ground.errors import ConfigError, StoreUnavailableError
 if TYPE_CHECKING:
     from ..policies.budget import Spending
 
-__all__ = ["Instruments", "Watched"]
+__all__ = ["DURATION_BUCKETS", "TOKEN_BUCKETS", "Instruments", "Watched"]
+
+# The bucket boundaries the GenAI semantic conventions advise for their two histograms.
+DURATION_BUCKETS = [0.01 * 2**i for i in range(14)]
+"""Seconds: 0.01, 0.02, 0.04, ... 81.92."""
+TOKEN_BUCKETS = [4**i for i in range(14)]
+"""Tokens: 1, 4, 16, ... 67,108,864."""
 
 
 class Watched(Protocol):
@@ -59,10 +65,16 @@ class Instruments:
             "policy_router.in_flight", unit="{attempt}", description="Attempts in flight"
         )
         self.operation_duration = meter.create_histogram(
-            "gen_ai.client.operation.duration", unit="s", description="GenAI operation duration"
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="GenAI operation duration",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
         self.token_usage = meter.create_histogram(
-            "gen_ai.client.token.usage", unit="{token}", description="Tokens used"
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Tokens used",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
         )
         meter.create_observable_gauge(
             "policy_router.budget.spent",

@@ -1,0 +1,130 @@
+"""The one scrubber between the router and the world: every secret it was given, taken out
+of every text it emits or re-raises.
+
+A route's secrets are found safe by default: the value of every keyword whose name says key,
+token, secret, password, authorization or credential (headers included), the password of a
+URL's userinfo (`http://user:PASSWORD@host`), the value of every URL query parameter whose
+name says the same (`?api-key=KEY`, `?sig=...`), and any value the route was told is secret
+(one read from an `os.environ/` reference). A provider that echoes a key in its error text,
+its headers or a URL cannot put it into an exception the router raises: `scrub_exception`
+rewrites the message, the args, the notes and every exception in the chain, keeping each
+one's class and status, so `except litellm.AuthenticationError` still works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+__all__ = ["MASK", "is_secret_name", "redact", "scrub_exception", "secrets_in"]
+
+MASK = "***"
+_SECRET_WORDS = (
+    "key", "token", "secret", "password", "passwd", "authorization", "credential", "sig",
+    "auth",
+)
+_URL_KEYS = ("api_base", "base_url", "url", "endpoint")
+_SHORTEST = 4  # shorter values would mask ordinary words
+
+
+def is_secret_name(name: str) -> bool:
+    """True for a keyword, header or query parameter whose name says it holds a secret."""
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+def _in_url(url: str) -> list[str]:
+    try:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+    except ValueError:
+        return []
+    found = [parts.password] if parts.password else []
+    if parts.username and parts.password is None and "@" in parts.netloc:
+        found.append(parts.username)  # a token given as the user part alone
+    found.extend(v for k, v in parse_qsl(parts.query) if is_secret_name(k) and v)
+    return found
+
+
+def secrets_in(kwargs: Mapping[str, Any], extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """The secret values among a route's kwargs (see the module docstring), longest first."""
+    found: list[str] = [s for s in extra if isinstance(s, str)]
+    for name, value in kwargs.items():
+        if isinstance(value, Mapping):
+            found.extend(str(v) for k, v in value.items() if is_secret_name(str(k)) and v)
+        elif is_secret_name(name) and isinstance(value, str) and value:
+            found.append(value)
+        if isinstance(value, str) and (name in _URL_KEYS or "://" in value):
+            found.extend(_in_url(value))
+    # A bearer header holds the key after "Bearer ": redact the bare key too.
+    found.extend(s.split(" ", 1)[1] for s in list(found) if s.lower().startswith("bearer "))
+    return tuple(sorted({s for s in found if len(s) >= _SHORTEST}, key=len, reverse=True))
+
+
+def redact(text: str, secrets: tuple[str, ...]) -> str:
+    """`text` with every secret in `secrets` (longest first) replaced by `***`."""
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def _scrubbed(value: Any, secrets: tuple[str, ...], depth: int = 0) -> Any:
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if depth > 4:
+        return value
+    if isinstance(value, Mapping):
+        return {k: _scrubbed(v, secrets, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_scrubbed(v, secrets, depth + 1) for v in value)
+    return value
+
+
+def _scrub_http(obj: Any, secrets: tuple[str, ...]) -> None:
+    # An httpx response keeps the request it answered, Authorization header and URL in it.
+    for holder in (obj, getattr(obj, "request", None)):
+        if holder is None:
+            continue
+        url = getattr(holder, "url", None)
+        if url is not None and any(s in str(url) for s in secrets):
+            with contextlib.suppress(AttributeError, TypeError, ValueError):
+                holder.url = type(url)(redact(str(url), secrets))
+        headers: Any = getattr(holder, "headers", None)
+        if headers is None:
+            continue
+        try:
+            for name in list(headers.keys()):
+                value = headers[name]
+                if is_secret_name(name) or any(s in value for s in secrets):
+                    headers[name] = MASK
+        except (TypeError, AttributeError, KeyError, RuntimeError):
+            pass
+
+
+def scrub_exception(exc: BaseException, secrets: tuple[str, ...]) -> BaseException:
+    """Take `secrets` out of `exc` and of every exception in its chain, in place: message,
+    args, notes, string attributes (LiteLLM's `message`, the SDK's `body`), and the headers
+    of an attached HTTP request or response. Class, status and traceback are kept."""
+    if not secrets:
+        return exc
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        with contextlib.suppress(TypeError, AttributeError):
+            current.args = tuple(_scrubbed(a, secrets) for a in current.args)
+        notes = getattr(current, "__notes__", None)
+        if isinstance(notes, list):
+            notes[:] = [redact(n, secrets) if isinstance(n, str) else n for n in notes]
+        for name, value in list(vars(current).items()) if hasattr(current, "__dict__") else ():
+            if name.startswith("__"):
+                continue
+            if isinstance(value, str | Mapping | list | tuple):
+                with contextlib.suppress(AttributeError, TypeError):
+                    setattr(current, name, _scrubbed(value, secrets))
+            elif name in ("response", "request"):
+                _scrub_http(value, secrets)
+        current = current.__cause__ or current.__context__
+    return exc
