@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 pytest.importorskip("langchain_core", reason="the langchain extra is not installed")
 
+from langchain_core.caches import BaseCache
+from langchain_core.load import dumps, loads
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
@@ -43,7 +47,7 @@ def test_chain_invokes_through_the_router_with_journey_and_usage(fake: FakeProvi
     assert (prompt | model | StrOutputParser()).invoke({"text": "Hello."}) == "Bonjour."
     message = model.invoke([HumanMessage("Hi")])
     assert message.usage_metadata is not None and message.usage_metadata["total_tokens"] > 0
-    assert message.response_metadata["policy_router"].answered_by == "openai/a"
+    assert message.response_metadata["policy_router"]["answered_by"] == "openai/a"
     assert fake.bodies("b")[0]["messages"][0] == {"role": "system", "content": "Translate."}
 
 
@@ -135,7 +139,7 @@ def test_constructor_settings_reach_litellm(fake: FakeProvider) -> None:
     body = fake.bodies("a")[-1]
     assert (body["temperature"], body["max_tokens"], body["stop"]) == (0, 7, ["END"])
     journey = message.response_metadata["policy_router"]
-    assert [a.route for a in journey.attempts] == ["openai/a", "openai/a"]  # one retry
+    assert journey["requests"] == 2 and journey["answered_by"] == "openai/a"  # one retry
 
 
 def test_embeddings_route_through_the_router(fake: FakeProvider) -> None:
@@ -195,3 +199,67 @@ def test_a_model_without_a_router_or_a_config_says_how_to_give_one(
     monkeypatch.delenv("POLICY_ROUTER_CONFIG", raising=False)
     with pytest.raises(ValueError, match=r"router=Router\(\.\.\.\), config=.*POLICY_ROUTER_CONFIG"):
         ChatPolicyRouter(model="smart")
+
+
+class SerialisingCache(BaseCache):
+    """A cache that stores generations as LangChain's SQLiteCache does: `dumps`, `loads`."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], list[str]] = {}
+
+    def lookup(self, prompt: str, llm_string: str) -> Any:
+        rows = self.rows.get((prompt, llm_string))
+        return [loads(row) for row in rows] if rows else None
+
+    def update(self, prompt: str, llm_string: str, return_val: Any) -> None:
+        self.rows[(prompt, llm_string)] = [dumps(g) for g in return_val]
+
+    def clear(self, **kwargs: Any) -> None:
+        self.rows.clear()
+
+
+def test_a_reply_survives_langchains_cache(fake: FakeProvider) -> None:
+    """With a serialising cache (as `SQLiteCache` is) the same question twice returns the
+    answer, its metadata plain data (the journey as a dict, `response_cost` a number)."""
+    from langchain_core.globals import set_llm_cache
+
+    fake.script("a", Reply("cached answer"))
+    set_llm_cache(SerialisingCache())
+    try:
+        model = chat(fake)
+        first = model.invoke("same question")
+        second = model.invoke("same question")
+    finally:
+        set_llm_cache(None)
+    assert first.content == second.content == "cached answer" and fake.requests() == 1
+    assert second.response_metadata["policy_router"]["answered_by"] == "openai/a"
+    json.dumps(second.response_metadata)
+
+
+def test_a_malformed_tool_call_is_an_invalid_tool_call(fake: FakeProvider) -> None:
+    """Arguments that are not JSON land in `invalid_tool_calls`, as with ChatOpenAI."""
+    fake.script("a", Reply("", tool_calls=[{"name": "get_weather", "arguments": "{city: Oslo"}]))
+    message = chat(fake).bind_tools([get_weather]).invoke("weather?")
+    assert message.tool_calls == []
+    (bad,) = message.invalid_tool_calls
+    assert bad["name"] == "get_weather" and bad["args"] == "{city: Oslo"
+
+
+def test_json_schema_structured_output_sends_response_format(fake: FakeProvider) -> None:
+    """`method="json_schema"` sends `response_format`, not tools, so a route with
+    structured output and no tools serves it; `bind_tools(strict=True)` marks each tool."""
+    from pydantic import BaseModel as Model
+
+    class City(Model):
+        name: str
+        population: int
+
+    fake.script("a", Reply('{"name": "Oslo", "population": 709000}'))
+    router = Router([fake_route(fake, "a", capabilities={"structured_output": True})])
+    model = ChatPolicyRouter(router=router, model="g")
+    city = model.with_structured_output(City, method="json_schema").invoke("Oslo?")
+    assert city == City(name="Oslo", population=709000)
+    body = fake.bodies("a")[-1]
+    assert body["response_format"]["type"] == "json_schema" and "tools" not in body
+    chat(fake).bind_tools([get_weather], strict=True).invoke("weather?")
+    assert fake.bodies("a")[-1]["tools"][0]["function"]["strict"] is True

@@ -9,7 +9,8 @@
 chat model, and the usual settings (`temperature`, `max_tokens`, `stop`, `timeout`,
 `max_retries`) reach the call. `PolicyRouterEmbeddings` is a real `Embeddings`. Every call
 goes through the router, so requirements, the floor, the breaker, the budget and the
-deadline apply; the journey is in each message's `response_metadata["policy_router"]`, and
+deadline apply; the journey is in each message's `response_metadata["policy_router"]` (as
+plain data, so a reply survives LangChain's serialisation and caches), and
 token usage in `usage_metadata` (streams included). Needs the `langchain` extra
 (`pip install policy-router[langchain]`).
 """
@@ -20,6 +21,7 @@ import json
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 from langchain_core.callbacks import (
@@ -38,8 +40,9 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.tool import ToolCallChunk
+from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -213,10 +216,12 @@ class ChatPolicyRouter(BaseChatModel):
         tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
         *,
         tool_choice: str | None = None,
+        strict: bool | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
-        """Bind tools in OpenAI's format; the router then needs routes that can do tools."""
-        formatted = [convert_to_openai_tool(t) for t in tools]
+        """Bind tools in OpenAI's format (`strict=True` puts `strict` on each function); the
+        router then needs routes that can do tools."""
+        formatted = [convert_to_openai_tool(t, strict=strict) for t in tools]
         if tool_choice is not None and tool_choice not in ("auto", "none", "required", "any"):
             tool_choice_value: Any = {"type": "function", "function": {"name": tool_choice}}
         else:
@@ -224,6 +229,47 @@ class ChatPolicyRouter(BaseChatModel):
         if tool_choice_value is not None:
             kwargs["tool_choice"] = tool_choice_value
         return super().bind(tools=formatted, **kwargs)
+
+
+    def with_structured_output(
+        self,
+        schema: dict[str, Any] | type,
+        *,
+        method: str = "function_calling",
+        include_raw: bool = False,
+        strict: bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, Any]:
+        """Structured output: `method="json_schema"` sends `response_format` (a route with
+        structured output and no tools serves it), `"json_mode"` a JSON object;
+        `"function_calling"` (the default) binds the schema as a tool, as LangChain does."""
+        if method == "function_calling":
+            return super().with_structured_output(
+                schema, include_raw=include_raw, strict=strict, **kwargs
+            )
+        if method not in ("json_schema", "json_mode"):
+            raise ConfigError(
+                f"method must be 'function_calling', 'json_schema' or 'json_mode', got {method!r}"
+            )
+        pydantic = isinstance(schema, type) and issubclass(schema, BaseModel)
+        if method == "json_mode":
+            response_format: dict[str, Any] = {"type": "json_object"}
+        else:
+            function = convert_to_openai_tool(schema, strict=strict)["function"]
+            json_schema = {"name": function["name"], "schema": function.get("parameters", {})}
+            if strict is not None:
+                json_schema["strict"] = strict
+            response_format = {"type": "json_schema", "json_schema": json_schema}
+        bound = self.bind(response_format=response_format)
+        parser: Runnable[Any, Any] = (
+            PydanticOutputParser(pydantic_object=schema) if pydantic else JsonOutputParser()  # type: ignore[arg-type]
+        )
+        if not include_raw:
+            return bound | parser
+        parsed = RunnablePassthrough.assign(parsed=itemgetter("raw") | parser, parsing_error=lambda _: None)
+        return RunnableMap(raw=bound) | parsed.with_fallbacks(
+            [RunnablePassthrough.assign(parsed=lambda _: None)], exception_key="parsing_error"
+        )
 
 
 class PolicyRouterEmbeddings(BaseModel, Embeddings):
@@ -295,29 +341,69 @@ def _usage(response: Any) -> UsageMetadata | None:
     )
 
 
+def journey_data(journey: Any) -> dict[str, Any]:
+    """The journey as plain data, which survives LangChain's serialisation and caches: its
+    id, group, the route that answered, the requests sent, the cost, and every step as the
+    sentence the journey prints."""
+    cost = journey.cost
+    return {
+        "id": journey.id,
+        "group": journey.group,
+        "answered_by": journey.answered_by,
+        "requests": len(journey.attempts),
+        "elapsed": round(journey.elapsed, 6),
+        "cost": str(cost.amount) if cost is not None else None,
+        "currency": cost.currency if cost is not None else None,
+        "steps": [str(step) for step in journey.steps],
+        "text": str(journey),
+    }
+
+
+def _metadata(journey: Any, route: str) -> dict[str, Any]:
+    cost = journey.cost
+    return {
+        "model_name": route,
+        "model_provider": "policy_router",
+        "policy_router": journey_data(journey),
+        # As ChatLiteLLM gives it: a number in the currency's units.
+        "response_cost": float(cost.amount) if cost is not None else None,
+    }
+
+
+def _tool_calls(message: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Tool calls whose arguments are JSON, and the others as LangChain's invalid ones."""
+    valid, invalid = [], []
+    for tc in message.tool_calls or []:
+        raw = tc.function.arguments or "{}"
+        try:
+            args = json.loads(raw)
+        except ValueError as error:
+            invalid.append(
+                {"name": tc.function.name, "args": raw, "id": tc.id, "error": str(error),
+                 "type": "invalid_tool_call"}
+            )
+            continue
+        if not isinstance(args, dict):
+            invalid.append(
+                {"name": tc.function.name, "args": raw, "id": tc.id,
+                 "error": "arguments are not a JSON object", "type": "invalid_tool_call"}
+            )
+            continue
+        valid.append({"name": tc.function.name, "args": args, "id": tc.id, "type": "tool_call"})
+    return valid, invalid
+
+
 def _result(response: Any, journey: Any, route: str) -> ChatResult:
     generations = []
     for choice in response.choices:
         message = choice.message
-        tool_calls = [
-            {
-                "name": tc.function.name,
-                "args": json.loads(tc.function.arguments or "{}"),
-                "id": tc.id,
-                "type": "tool_call",
-            }
-            for tc in (message.tool_calls or [])
-        ]
+        tool_calls, invalid = _tool_calls(message)
         ai = AIMessage(
             content=message.content or "",
             tool_calls=tool_calls,
+            invalid_tool_calls=invalid,
             usage_metadata=_usage(response),
-            response_metadata={
-                "model_name": route,
-                "model_provider": "policy_router",
-                "finish_reason": choice.finish_reason,
-                "policy_router": journey,
-            },
+            response_metadata={**_metadata(journey, route), "finish_reason": choice.finish_reason},
         )
         generations.append(ChatGeneration(message=ai))
     return ChatResult(generations=generations, llm_output={"model_name": route})
@@ -344,10 +430,6 @@ def _final_chunk(stream: Any) -> ChatGenerationChunk:
     return ChatGenerationChunk(
         message=AIMessageChunk(
             content="",
-            response_metadata={
-                "policy_router": stream.journey,
-                "model_name": stream.route,
-                "model_provider": "policy_router",
-            },
+            response_metadata=_metadata(stream.journey, stream.route),
         )
     )
