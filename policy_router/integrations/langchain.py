@@ -104,7 +104,10 @@ class ChatPolicyRouter(BaseChatModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    router: Router
+    # The live router (its store, health, windows) is not serialised: a model serialised
+    # from `config=` is rebuilt from that file, one built from a router from the file
+    # `$POLICY_ROUTER_CONFIG` names, as other chat models read their key from it.
+    router: Router = Field(exclude=True)
     config: str | None = None
     model: str | None = None
     temperature: float | None = None
