@@ -237,3 +237,40 @@ def test_a_config_may_price_from_litellms_map_as_it_loads(
 def test_an_unknown_model_in_an_import_raises_with_close_matches() -> None:
     with pytest.raises(ConfigError, match="close matches: openai/gpt-4o-mini"):
         import_litellm(["openai/gpt-4o-mni"], as_of="2026-11-30")
+
+
+def test_the_command_line_says_what_a_user_needs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`prices CONFIG --json` lists the rows in use once; `report` on a file that is not a
+    log is one line and exit 2; `check` suggests the model a typo meant and the key a
+    misspelling meant; every verb and flag has help text."""
+    import json as json_
+
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "groups:\n  smart:\n    routes:\n"
+        "      - {model: openai/gpt-4o-mini, prices: default}\n"
+        "      - {model: openai/gpt-4o, prices: default}\n"
+    )
+    assert main(["prices", str(config), "--json"]) == 0
+    rows = json_.loads(capsys.readouterr().out)
+    assert sorted(r["model"] for r in rows) == ["openai/gpt-4o", "openai/gpt-4o-mini"]
+    junk = tmp_path / "junk.txt"
+    junk.write_text("hello")
+    assert main(["report", str(junk)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not an attempt log" in err
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("groups:\n  smart:\n    routes:\n      - {model: openai/gtp-4o-mini}\n")
+    main(["check", str(typo)])
+    assert "did you mean openai/gpt-4o-mini" in capsys.readouterr().out
+    key = tmp_path / "key.yaml"
+    key.write_text("groups:\n  smart:\n    routes:\n      - {modle: openai/gpt-4o-mini}\n")
+    main(["check", str(key)])
+    assert "'modle' a misspelling" in capsys.readouterr().out + capsys.readouterr().err
+    for argv in (["check", "--help"], ["explain", "--help"], ["report", "--help"], ["prices", "--help"], ["prices", "import", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        text = capsys.readouterr().out
+        assert (text and "  --" in text) or "positional" in text
+        helpless = [line for line in text.splitlines() if line.strip().startswith("-") and line.strip().split()[-1].startswith("-")]
+        assert not helpless, (argv, helpless)

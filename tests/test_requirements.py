@@ -97,4 +97,4 @@ def test_capabilities_come_from_litellm_then_overrides() -> None:
     assert caps.have == {Capability.TOOLS, Capability.STREAMING, Capability.THINKING, *chat}
     assert caps.source == "litellm+declared"
     unknown = resolve("m", None, False, {})
-    assert not unknown.known and "declare them" in unknown.why_unknown
+    assert not unknown.known and "declare what it can do" in unknown.why_unknown

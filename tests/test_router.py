@@ -260,7 +260,7 @@ def test_unknown_model_without_declaration_is_unusable(fake: FakeProvider) -> No
     unknown = Route("openai/my-own-model", group="g", api_base=fake.base_url, api_key="sk-x-1234")
     router = Router([unknown, fake_route(fake, "known")])
     assert list(router.unusable()) == ["openai/my-own-model"]
-    assert "declare them" in router.unusable()["openai/my-own-model"]
+    assert "declare what it can do" in router.unusable()["openai/my-own-model"]
     routed = router.route(model="g", messages=MESSAGES)
     assert routed.journey.skips[0].reason == "unknown model"
     assert fake.requests("my-own-model") == 0

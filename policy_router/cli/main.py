@@ -152,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("demo", help="route a few requests on an embedded FakeProvider")
     p_check = commands.add_parser("check", help="list what is wrong with a config; exit 1 if any")
-    p_check.add_argument("config")
+    p_check.add_argument("config", help="a policy file or a LiteLLM proxy config (YAML or TOML)")
     p_check.add_argument(
         "--max-age",
         type=int,
@@ -164,13 +164,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--preflight", action="store_true", help="also send each route a one-token request"
     )
     p_explain = commands.add_parser("explain", help="every route's verdict; nothing sent")
-    p_explain.add_argument("config")
+    p_explain.add_argument("config", help="a policy file or a LiteLLM proxy config (YAML or TOML)")
     p_explain.add_argument("--model", required=True, help="the group to explain")
-    p_explain.add_argument("--tools", action="store_true")
-    p_explain.add_argument("--images", action="store_true")
-    p_explain.add_argument("--on-device", action="store_true")
-    p_explain.add_argument("--prompt-tokens", type=int, default=100)
-    p_explain.add_argument("--max-tokens", type=int, default=None)
+    p_explain.add_argument("--tools", action="store_true", help="the request carries tools")
+    p_explain.add_argument("--images", action="store_true", help="the request carries images")
+    p_explain.add_argument(
+        "--on-device", action="store_true", help="the request is on-device only (the floor)"
+    )
+    p_explain.add_argument(
+        "--prompt-tokens", type=int, default=100, help="the prompt's size for the estimates"
+    )
+    p_explain.add_argument(
+        "--max-tokens", type=int, default=None, help="the reply cap the request would set"
+    )
     commands.add_parser(
         "prices",
         help="price tables: the rows in use [CONFIG], show [MODEL], import litellm MODEL..., "

@@ -27,13 +27,27 @@ Out = Callable[[str], None]
 
 
 def _tables(config: str | None) -> list[PriceTable]:
+    """The shipped table, or each table a config's routes use, each with only the rows
+    for the models those routes route to (a table named twice is listed once)."""
     if not config:
         return [PriceTable.default()]
     from ..config.policy_file import load
 
     loaded = load(config)
-    tables = {id(r.prices): r.prices for r in loaded.routes if r.prices is not None}
-    return list(tables.values())
+    used: dict[str, tuple[PriceTable, dict[str, Any]]] = {}
+    for route in loaded.routes:
+        table = route.prices
+        if table is None:
+            continue
+        key = f"{table.name}|{table.currency}|{table.as_of}"
+        _, rows = used.setdefault(key, (table, {}))
+        price = table.price_for(route.model)
+        if price is not None:
+            rows[route.model] = price
+    return [
+        PriceTable(t.currency, t.as_of, t.source, rows, name=t.name)
+        for t, rows in used.values()
+    ]
 
 
 def _rows(tables: Sequence[PriceTable], model: str | None = None) -> list[dict[str, Any]]:
@@ -169,22 +183,30 @@ def run(argv: Sequence[str], out: Out) -> int:
     if argv and argv[0] in verbs:
         sub = parser.add_subparsers(dest="verb", required=True)
         p_show = sub.add_parser("show", help="every rate of a row, with as-of and source")
-        p_show.add_argument("model", nargs="?")
-        p_show.add_argument("--config", default=None)
+        p_show.add_argument("model", nargs="?", help="the row to show (every row without one)")
+        p_show.add_argument("--config", default=None, help="read the tables this config uses")
         p_import = sub.add_parser("import", help="write a dated table from LiteLLM's map")
         p_import.add_argument("source", help="litellm")
-        p_import.add_argument("models", nargs="+", metavar="MODEL")
-        p_import.add_argument("--provider", default=None)
-        p_import.add_argument("--as-of", required=True)
-        p_import.add_argument("--out", required=True)
+        p_import.add_argument(
+            "models", nargs="+", metavar="MODEL", help="LiteLLM model strings to import"
+        )
+        p_import.add_argument(
+            "--provider", default=None, help="the provider to check each row against"
+        )
+        p_import.add_argument(
+            "--as-of", required=True, help="the date the rates were true (YYYY-MM-DD)"
+        )
+        p_import.add_argument("--out", required=True, help="the TOML file to write")
         p_diff = sub.add_parser("diff", help="what changed between two tables; exit 1 if any")
-        p_diff.add_argument("old")
-        p_diff.add_argument("new")
+        p_diff.add_argument("old", help="the table in use")
+        p_diff.add_argument("new", help="the table to compare it with")
         for p in (p_show, p_import, p_diff):
-            p.add_argument("--json", action="store_true")
+            p.add_argument("--json", action="store_true", help="machine-readable output")
         args = parser.parse_args(argv)
         handler = {"show": show, "import": import_, "diff": diff_}[args.verb]
         return handler(args, out)
-    parser.add_argument("config", nargs="?")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "config", nargs="?", help="list the rows this config's routes use (else the shipped table)"
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
     return listing(parser.parse_args(argv), out)

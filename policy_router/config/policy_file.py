@@ -15,6 +15,7 @@ read by `config.litellm`.
 
 from __future__ import annotations
 
+import difflib
 import warnings
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -163,6 +164,12 @@ def _validation_error(error: ValidationError, source: str) -> ConfigError:
         message = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             message = "unknown key; remove it or check its spelling"
+        if e["type"] == "missing":
+            given = e.get("input")
+            keys = [str(k) for k in given] if isinstance(given, Mapping) else []
+            close = difflib.get_close_matches(str(loc[-1]) if loc else "", keys, n=1, cutoff=0.6)
+            if close:
+                message = f"required, and missing: is {close[0]!r} a misspelling of it?"
         lines.append(f"{_where(loc)}: {message}")
     return ConfigError(f"{source}: " + "; ".join(dict.fromkeys(lines)))
 

@@ -29,6 +29,7 @@ from .errors import ConfigError
 
 __all__ = [
     "bundled",
+    "close_models",
     "cost_map_entry",
     "cost_map_rows",
     "deprecation_date",
@@ -78,6 +79,23 @@ def listed(names: Iterable[str]) -> str | None:
             if isinstance(entry, Mapping):
                 return str(entry.get("litellm_provider") or "unknown")
     return None
+
+
+def close_models(model: str, n: int = 3) -> list[str]:
+    """Models LiteLLM lists whose names are close to `model` (a typo's likely meaning),
+    under the same provider prefix when `model` has one."""
+    provider, _, name = model.rpartition("/")
+    pool = set()
+    for key, entry in bundled().items():
+        if not isinstance(entry, Mapping):
+            continue
+        owner = str(entry.get("litellm_provider") or "")
+        bare = key.split("/", 1)[1] if "/" in key else key
+        if not provider:
+            pool.add(key)
+        elif owner == provider or key.startswith(f"{provider}/"):
+            pool.add(f"{provider}/{bare}")
+    return difflib.get_close_matches(model if provider else name, sorted(pool), n=n, cutoff=0.8)
 
 
 def cost_map_entry(model: str, provider: str | None = None) -> tuple[str, dict[str, Any]]:

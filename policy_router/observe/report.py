@@ -211,13 +211,21 @@ def build(
 
 
 def read(path: str | Path, since: float | None = None, *, now: float | None = None) -> Report:
-    """The report of an attempt log file (every process that wrote to it)."""
+    """The report of an attempt log file (every process that wrote to it); a `ConfigError`
+    naming the file when there is none, or what is there is not an attempt log."""
+    import sqlite3
+
+    from ..ground.errors import ConfigError
+
     path = Path(path)
     if not path.exists():
-        from ..ground.errors import ConfigError
-
         raise ConfigError(f"no attempt log at {path}: write one with observers=[AttemptLog(path)]")
-    return build(read_attempts(path), read_skips(path), source=str(path), since=since, now=now)
+    try:
+        return build(read_attempts(path), read_skips(path), source=str(path), since=since, now=now)
+    except sqlite3.DatabaseError as error:
+        raise ConfigError(
+            f"{path} is not an attempt log ({error}): give the SQLite file an AttemptLog wrote"
+        ) from None
 
 
 class History:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..ground import catalog
 from ..ground.capability import ENDPOINTS, MODES, Capability
 
 __all__ = ["INFO_KEYS", "Capabilities", "resolve"]
@@ -83,13 +84,15 @@ def resolve(
     for cap, value in declared.items():
         (have.add if value else have.discard)(cap)
     if info is None and not declared:
+        close = catalog.close_models(model)
+        meant = f"; did you mean {' or '.join(close)}?" if close else ""
         return Capabilities(
             frozenset(),
             known=False,
             source="none",
             why_unknown=(
-                f"LiteLLM does not know model {model!r} and the route declares no capabilities;"
-                " declare them, e.g. capabilities={'tools': True, 'streaming': True}"
+                f"LiteLLM does not know model {model!r}{meant} If it is your own model, "
+                "declare what it can do, e.g. capabilities={'tools': True, 'streaming': True}"
             ),
         )
     source = (
