@@ -259,3 +259,76 @@ def test_model_info_mode_says_what_a_deployment_serves(fake: FakeProvider) -> No
     assert routed.journey.skips[0].reason == "cannot do chat"
     vectors = router.route(model="gpt", endpoint="embedding", input=["x"])
     assert vectors.route.name == "openai/embedder"
+
+
+# -- a proxy config with nothing dropped in silence ---------------------------------------------
+def _write(path: Path, data: dict[str, Any]) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_proxy_config_with_include_env_base_model_and_wildcards(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    """`include:` brings its groups, `environment_variables:` resolves the file's own
+    references, `model_info.base_model` makes an Azure deployment usable and priced as the
+    model it serves, both sections setting one knob is said, and a wildcard is listed."""
+    _write(
+        tmp_path / "models.yaml",
+        {"model_list": [{"model_name": "extra", "litellm_params": {
+            "model": "openai/extra", "api_base": fake.base_url, "api_key": "os.environ/PR_KEY"},
+            "model_info": {"supports_function_calling": True}}]},
+    )
+    config = _write(
+        tmp_path / "config.yaml",
+        {
+            "include": ["models.yaml"],
+            "environment_variables": {"PR_KEY": f"{KEY_PREFIX}from-file"},
+            "model_list": [
+                {"model_name": "az", "litellm_params": {"model": "azure/my-deployment",
+                    "api_base": "https://example.openai.azure.com", "api_key": "os.environ/PR_KEY",
+                    "api_version": "2024-10-21", "stream_timeout": 5, "max_budget": 10},
+                 "model_info": {"base_model": "azure/gpt-4o", "team_id": "t1"}},
+                {"model_name": "openai/*", "litellm_params": {"model": "openai/*"}},
+            ],
+            "router_settings": {"num_retries": 2, "timeout": 30},
+            "litellm_settings": {"num_retries": 5, "request_timeout": 60},
+        },
+    )
+    router = Router.from_config(config)
+    assert {r.group for r in router.routes} == {"az", "extra"}
+    assert "azure/my-deployment" not in router.unusable()
+    problems = "\n".join(router.check())
+    for said in ("stream_timeout", "max_budget", "model_info.team_id", "openai/*",
+                 "litellm_settings.num_retries (5)", "litellm_settings.request_timeout (60)"):
+        assert said in problems, said
+    extra = next(r for r in router.routes if r.group == "extra")
+    assert extra.kwargs["api_key"] == f"{KEY_PREFIX}from-file"
+    out = router.completion(model="extra", messages=MESSAGES)
+    assert out.choices[0].message.content and fake.requests() == 1
+
+
+@pytest.mark.parametrize("key", sorted(__import__("litellm.types.router", fromlist=["GenericLiteLLMParams"]).GenericLiteLLMParams.model_fields))
+def test_every_litellm_param_is_applied_or_listed(key: str) -> None:
+    """Each of LiteLLM's own `litellm_params` keys (read from its types) is either passed
+    on to LiteLLM, mapped onto the route, or listed by `check()` with its place."""
+    from policy_router.config.proxy import proxy_config
+
+    value: Any = 1 if "cost" in key or key in ("rpm", "tpm", "order", "max_retries") else "x"
+    params = {"model": "openai/gpt-4o-mini", key: value} if key != "model" else {"model": "openai/gpt-4o-mini"}
+    try:
+        loaded = proxy_config({"model_list": [{"model_name": "g", "litellm_params": params}]})
+    except ConfigError as refused:  # refused before anything runs, naming the key or the fix
+        assert key in str(refused) or ("cost" in key and "input_cost_per_token" in str(refused))
+        return
+    (route,) = loaded.routes
+    mapped = {"model", "rpm", "tpm", "order", "max_retries", "num_retries"}
+    applied = (
+        key in route.kwargs
+        or key in mapped
+        or route.prices is not None
+        or any(f".{key}" in note or f" {key} " in note for note in loaded.notes)
+    )
+    assert applied, (key, loaded.notes)

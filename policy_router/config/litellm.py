@@ -34,12 +34,11 @@ from typing import Any
 from ..ground.capability import MODES
 from ..ground.errors import ConfigError
 from ..ground.route import Route
-from ..policies.breaker import Breaker
 from ..policies.price_table import PriceTable
 from ..policies.prices import Price
 from ..policies.retry import Retry
 
-__all__ = ["Loaded", "is_proxy_config", "model_list_routes", "proxy_config"]
+__all__ = ["ENV_PREFIX", "Loaded", "from_environment", "model_list_routes", "secret"]
 
 ENV_PREFIX = "os.environ/"
 
@@ -65,18 +64,19 @@ _DEPLOYMENT_NOTES = {
     "tags": "tag-based routing is not supported; put tagged deployments in their own group",
     "max_parallel_requests": "not enforced; use rpm to bound a deployment's load",
 }
-_STRATEGIES = {
-    "simple-shuffle": "round_robin",
-    "least-busy": "least_busy",
-    "usage-based-routing": "most_headroom",
-    "usage-based-routing-v2": "most_headroom",
-    "latency-based-routing": "fastest",
-    "cost-based-routing": "cheapest",
+# Keys LiteLLM's Router or proxy reads from litellm_params that do not map onto a route here.
+_ROUTER_ONLY = {
+    "stream_timeout": "the router's deadline bounds a stream; set timeout or deadline",
+    "max_budget": "per-deployment budgets are not a policy here; use the router's Budget",
+    "budget_duration": "per-deployment budgets are not a policy here; use the router's Budget",
+    "access_groups": "access groups are the proxy's key management",
+    "max_input_tokens": "the provider's own limit refuses a longer prompt (a 400, not retried)",
+    "team_id": "teams are the proxy's key management",
+    "itpm": "input-token limits are not counted apart; use tpm",
+    "otpm": "output-token limits are not counted apart; use tpm",
 }
-_FALLBACK_NOTE = (
-    "the router falls back within a group: list the fallback deployments under the same "
-    "model_name"
-)
+# model_info keys read here; every other one is listed as informational.
+_MODEL_INFO_READ = {"id", "mode", "max_output_tokens", "reach", "base_model"}
 
 
 @dataclass
@@ -88,25 +88,32 @@ class Loaded:
     policies: dict[str, Any] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
 
 
-def from_environment(params: Mapping[str, Any]) -> tuple[str, ...]:
+def from_environment(
+    params: Mapping[str, Any], env: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
     """The values `params` reads from `os.environ/NAME` references: secrets, whatever the
     keyword that holds them is called, so the router scrubs them from every output."""
     found = []
     for value in params.values():
         if isinstance(value, str) and value.startswith(ENV_PREFIX):
-            resolved = os.environ.get(value.removeprefix(ENV_PREFIX))
+            name = value.removeprefix(ENV_PREFIX)
+            resolved = (env or {}).get(name) or os.environ.get(name)
             if resolved:
                 found.append(resolved)
     return tuple(found)
 
 
-def secret(value: Any, where: str, missing: list[str]) -> Any:
-    """Resolve `os.environ/NAME`; record a variable that is not set rather than guess."""
+def secret(
+    value: Any, where: str, missing: list[str], env: Mapping[str, str] | None = None
+) -> Any:
+    """Resolve `os.environ/NAME` (from the config's own `environment_variables` first);
+    record a variable that is not set rather than guess."""
     if isinstance(value, str) and value.startswith(ENV_PREFIX):
         name = value.removeprefix(ENV_PREFIX)
-        resolved = os.environ.get(name)
+        resolved = (env or {}).get(name) or os.environ.get(name)
         if resolved is None:
             missing.append(f"{where}: environment variable {name} is not set")
         return resolved
@@ -163,11 +170,31 @@ def _entry(
             loaded.notes.append(f"{here}: {key} is not applied: {why}")
     costs = {k: params.pop(k) for k in list(params) if k in _COST_KEYS or "_above_" in k}
     costs.update({k: v for k, v in info.items() if k in _COST_KEYS or "cost_per_token_above" in k})
+    # Every other key is passed to LiteLLM as written (a provider's own: vertex_project,
+    # aws_region_name, ...), as LiteLLM's Router passes litellm_params.
+    for key in list(params):
+        reason = _ROUTER_ONLY.get(key)
+        if reason is None and key.startswith("health_check"):
+            reason = "health checks are the proxy's; router.preflight() checks routes"
+        if reason is not None:
+            params.pop(key)
+            loaded.notes.append(f"{here}.litellm_params.{key} is not applied: {reason}")
+    for key in sorted(info):
+        if key in _MODEL_INFO_READ or key in _CAPABILITY_KEYS or key in costs:
+            continue
+        loaded.notes.append(
+            f"{here}.model_info.{key} is not applied: informational to LiteLLM's proxy"
+        )
+    base_model = info.get("base_model")
+    if isinstance(base_model, str) and base_model:
+        # What the deployment really is, for its capabilities, prices and reach.
+        params["model_info"] = {**dict(params.get("model_info") or {}), "base_model": base_model}
     for key, value in defaults.items():
         params.setdefault(key, value)
-    read = from_environment(params)
+    read = from_environment(params, loaded.env)
     params = {
-        k: secret(v, f"{here}.litellm_params.{k}", loaded.missing) for k, v in params.items()
+        k: secret(v, f"{here}.litellm_params.{k}", loaded.missing, loaded.env)
+        for k, v in params.items()
     }
     model = params.pop("model")
     capabilities = {ours: bool(info[k]) for k, ours in _CAPABILITY_KEYS.items() if k in info}
@@ -201,6 +228,7 @@ def model_list_routes(
     *,
     where: str = "model_list",
     defaults: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Loaded:
     """Routes from LiteLLM Router's own `model_list` (see the module docstring).
 
@@ -210,7 +238,7 @@ def model_list_routes(
     """
     if not isinstance(model_list, Sequence) or isinstance(model_list, str):
         raise ConfigError(f"{where} must be a list of deployments with model_name")
-    loaded = Loaded([])
+    loaded = Loaded([], env=dict(env or {}))
     ordered: list[tuple[int, int, Route]] = []
     for i, entry in enumerate(model_list):
         try:
@@ -223,101 +251,3 @@ def model_list_routes(
     return loaded
 
 
-def is_proxy_config(data: Mapping[str, Any]) -> bool:
-    """A LiteLLM proxy config.yaml (or a bare model_list mapping), not a policy file."""
-    return "model_list" in data and "groups" not in data
-
-
-def proxy_config(data: Mapping[str, Any], source: str = "config") -> Loaded:
-    """A LiteLLM proxy `config.yaml`: its deployments and the settings that apply."""
-    unknown = sorted(
-        set(data)
-        - {
-            "model_list",
-            "router_settings",
-            "litellm_settings",
-            "general_settings",
-            "environment_variables",
-            "include",
-        }
-    )
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown top-level key {unknown[0]!r}; a LiteLLM proxy config has "
-            "model_list, router_settings, litellm_settings, general_settings"
-        )
-    router_settings = dict(data.get("router_settings") or {})
-    litellm_settings = dict(data.get("litellm_settings") or {})
-    defaults: dict[str, Any] = {}
-    policies: dict[str, Any] = {}
-    notes: list[str] = []
-    missing: list[str] = []
-
-    timeout = router_settings.pop("timeout", litellm_settings.pop("request_timeout", None))
-    if timeout is not None:
-        defaults["timeout"] = timeout
-    if litellm_settings.pop("drop_params", None):
-        defaults["drop_params"] = True
-    retries = router_settings.pop("num_retries", litellm_settings.pop("num_retries", None))
-    if retries is not None:
-        policies["retry"] = _retry(retries, "router_settings.num_retries")
-    strategy = router_settings.pop("routing_strategy", None)
-    if strategy is not None:
-        if strategy not in _STRATEGIES:
-            raise ConfigError(
-                f"{source}: router_settings.routing_strategy {strategy!r} is not one of "
-                f"{', '.join(sorted(_STRATEGIES))}"
-            )
-        policies["order"] = _STRATEGIES[strategy]
-        if strategy == "simple-shuffle":
-            notes.append(
-                "router_settings.routing_strategy: simple-shuffle is applied as round_robin "
-                "(load spreads in turn, not at random)"
-            )
-    fails = router_settings.pop("allowed_fails", None)
-    cooldown = router_settings.pop("cooldown_time", None)
-    if fails is not None or cooldown is not None:
-        policies["breaker"] = Breaker(
-            failures=_count(fails, "router_settings.allowed_fails") + 1 if fails is not None else 3,
-            cooldown=float(cooldown) if cooldown is not None else 30.0,
-        )
-    redis = {k: router_settings.pop(k) for k in list(router_settings) if k.startswith("redis_")}
-    if redis:
-        policies["store"] = _redis(redis, missing)
-    for key in ("fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "default_fallbacks"):
-        for section, settings in (("router_settings", router_settings), ("litellm_settings", litellm_settings)):
-            if settings.pop(key, None) is not None:
-                notes.append(f"{section}.{key} is not applied: {_FALLBACK_NOTE}")
-    for key in router_settings:
-        notes.append(f"router_settings.{key} is not applied by policy_router")
-    for key in litellm_settings:
-        why = (
-            "register LiteLLM callbacks in your own code; they fire once per attempt"
-            if "callback" in key
-            else "a LiteLLM proxy setting policy_router does not read"
-        )
-        notes.append(f"litellm_settings.{key} is not applied: {why}")
-    for section in ("general_settings", "environment_variables"):
-        if data.get(section):
-            notes.append(f"{section} is not applied: the proxy server's own settings")
-    if "model_list" not in data or not data["model_list"]:
-        raise ConfigError(f"{source}: model_list is missing or empty")
-    loaded = model_list_routes(data["model_list"], defaults=defaults)
-    loaded.policies.update(policies)
-    loaded.notes[:0] = notes
-    loaded.missing.extend(missing)
-    return loaded
-
-
-def _redis(settings: Mapping[str, Any], missing: list[str]) -> Any:
-    from ..state.redis.store import RedisStore
-
-    resolved = {k: secret(v, f"router_settings.{k}", missing) for k, v in settings.items()}
-    url = resolved.get("redis_url")
-    if url is None:
-        host = resolved.get("redis_host") or "127.0.0.1"
-        port = resolved.get("redis_port") or 6379
-        password = resolved.get("redis_password")
-        auth = f":{password}@" if password else ""
-        url = f"redis://{auth}{host}:{port}/0"
-    return RedisStore(str(url))

@@ -37,7 +37,8 @@ from ..policies.budget import Budget
 from ..policies.order import Order
 from ..policies.price_table import PriceTable, _parse
 from ..policies.retry import Retry
-from .litellm import ENV_PREFIX, Loaded, from_environment, is_proxy_config, proxy_config, secret
+from .litellm import ENV_PREFIX, Loaded, from_environment, secret
+from .proxy import is_proxy_config, proxy_config
 
 __all__ = ["Loaded", "load", "routes_and_policies"]
 
@@ -387,5 +388,5 @@ def load(config: str | Path | Mapping[str, Any]) -> Loaded:
                 "LiteLLM proxy config, model_list:)"
             )
     if is_proxy_config(data):
-        return proxy_config(data, source)
+        return proxy_config(data, source, base=base)
     return routes_and_policies(data, source=source, base=base)

@@ -14,16 +14,33 @@ import litellm
 
 from ..ground.route import Route
 
-__all__ = ['count_tokens', 'litellm_kwargs', 'model_info', 'response_format_schema']
+__all__ = ["base_model", "count_tokens", "litellm_kwargs", "model_info", "response_format_schema"]
+
+
+def base_model(route: Route) -> str | None:
+    """The model a deployment really is (`model_info.base_model`, or `base_model`), as a
+    LiteLLM proxy config names it for an Azure deployment: `azure/gpt-4o`."""
+    info = route.kwargs.get("model_info")
+    named = info.get("base_model") if isinstance(info, Mapping) else None
+    named = named or route.kwargs.get("base_model")
+    return named if isinstance(named, str) and named else None
 
 
 def model_info(route: Route) -> tuple[dict[str, Any] | None, bool]:
-    """LiteLLM's model info for the route (None when unknown), and native streaming."""
+    """LiteLLM's model info for the route (None when unknown), and native streaming; for a
+    deployment LiteLLM does not know by name, its `base_model`'s."""
     provider = route.kwargs.get("custom_llm_provider") or route.provider or None
-    try:
-        info = litellm.get_model_info(route.model, custom_llm_provider=provider)
-    except Exception:
-        # Unknown to LiteLLM's map: the caller decides what an unknown model means.
+    info = None
+    for name, given in ((route.model, provider), (base_model(route), None)):
+        if name is None:
+            continue
+        try:
+            info = litellm.get_model_info(name, custom_llm_provider=given)
+            break
+        except Exception:
+            # Unknown to LiteLLM's map: the caller decides what an unknown model means.
+            continue
+    if info is None:
         return None, False
     try:
         streams = bool(
@@ -34,7 +51,6 @@ def model_info(route: Route) -> tuple[dict[str, Any] | None, bool]:
     except Exception:
         streams = False
     return dict(info), streams
-
 
 
 def response_format_schema(response_format: Any) -> Any:

@@ -17,7 +17,6 @@ token usage in `usage_metadata` (streams included). Needs the `langchain` extra
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -34,14 +33,11 @@ from langchain_core.language_models.base import LangSmithParams
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
-    AIMessageChunk,
     BaseMessage,
     convert_to_openai_messages,
 )
-from langchain_core.messages.ai import UsageMetadata
-from langchain_core.messages.tool import ToolCallChunk
 from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -50,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..ground.errors import ConfigError
 from ..policies.retry import Retry
 from ..router import Router
+from .langchain_messages import chat_result, final_chunk, generation_chunk
 
 __all__ = ["ChatPolicyRouter", "PolicyRouterEmbeddings"]
 
@@ -161,7 +158,7 @@ class ChatPolicyRouter(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         routed = self.router.route(**self._kwargs(messages, stop, **kwargs))
-        return _result(routed.response, routed.journey, routed.route.name)
+        return chat_result(routed.response, routed.journey, routed.route.name)
 
     async def _agenerate(
         self,
@@ -171,7 +168,7 @@ class ChatPolicyRouter(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         routed = await self.router.aroute(**self._kwargs(messages, stop, **kwargs))
-        return _result(routed.response, routed.journey, routed.route.name)
+        return chat_result(routed.response, routed.journey, routed.route.name)
 
     # -- streams ---------------------------------------------------------------------------
     def _stream_call(
@@ -192,11 +189,11 @@ class ChatPolicyRouter(BaseChatModel):
     ) -> Iterator[ChatGenerationChunk]:
         stream = self.router.completion(**self._stream_call(messages, stop, kwargs))
         for chunk in stream:
-            generation = _chunk(chunk)
+            generation = generation_chunk(chunk)
             if run_manager is not None and generation.text:
                 run_manager.on_llm_new_token(generation.text, chunk=generation)
             yield generation
-        yield _final_chunk(stream)
+        yield final_chunk(stream)
 
     async def _astream(
         self,
@@ -207,11 +204,11 @@ class ChatPolicyRouter(BaseChatModel):
     ) -> AsyncIterator[ChatGenerationChunk]:
         stream = await self.router.acompletion(**self._stream_call(messages, stop, kwargs))
         async for chunk in stream:
-            generation = _chunk(chunk)
+            generation = generation_chunk(chunk)
             if run_manager is not None and generation.text:
                 await run_manager.on_llm_new_token(generation.text, chunk=generation)
             yield generation
-        yield _final_chunk(stream)
+        yield final_chunk(stream)
 
     # -- tools -----------------------------------------------------------------------------
     def bind_tools(
@@ -333,106 +330,3 @@ def _vectors(response: Any) -> list[list[float]]:
     return [list(d["embedding"] if isinstance(d, dict) else d.embedding) for d in data]
 
 
-def _usage(response: Any) -> UsageMetadata | None:
-    usage = getattr(response, "usage", None)
-    if usage is None or getattr(usage, "prompt_tokens", None) is None:
-        return None
-    return UsageMetadata(
-        input_tokens=usage.prompt_tokens,
-        output_tokens=usage.completion_tokens,
-        total_tokens=usage.total_tokens,
-    )
-
-
-def journey_data(journey: Any) -> dict[str, Any]:
-    """The journey as plain data, which survives LangChain's serialisation and caches: its
-    id, group, the route that answered, the requests sent, the cost, and every step as the
-    sentence the journey prints."""
-    cost = journey.cost
-    return {
-        "id": journey.id,
-        "group": journey.group,
-        "answered_by": journey.answered_by,
-        "requests": len(journey.attempts),
-        "elapsed": round(journey.elapsed, 6),
-        "cost": str(cost.amount) if cost is not None else None,
-        "currency": cost.currency if cost is not None else None,
-        "steps": [str(step) for step in journey.steps],
-        "text": str(journey),
-    }
-
-
-def _metadata(journey: Any, route: str) -> dict[str, Any]:
-    cost = journey.cost
-    return {
-        "model_name": route,
-        "model_provider": "policy_router",
-        "policy_router": journey_data(journey),
-        # As ChatLiteLLM gives it: a number in the currency's units.
-        "response_cost": float(cost.amount) if cost is not None else None,
-    }
-
-
-def _tool_calls(message: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Tool calls whose arguments are JSON, and the others as LangChain's invalid ones."""
-    valid, invalid = [], []
-    for tc in message.tool_calls or []:
-        raw = tc.function.arguments or "{}"
-        try:
-            args = json.loads(raw)
-        except ValueError as error:
-            invalid.append(
-                {"name": tc.function.name, "args": raw, "id": tc.id, "error": str(error),
-                 "type": "invalid_tool_call"}
-            )
-            continue
-        if not isinstance(args, dict):
-            invalid.append(
-                {"name": tc.function.name, "args": raw, "id": tc.id,
-                 "error": "arguments are not a JSON object", "type": "invalid_tool_call"}
-            )
-            continue
-        valid.append({"name": tc.function.name, "args": args, "id": tc.id, "type": "tool_call"})
-    return valid, invalid
-
-
-def _result(response: Any, journey: Any, route: str) -> ChatResult:
-    generations = []
-    for choice in response.choices:
-        message = choice.message
-        tool_calls, invalid = _tool_calls(message)
-        ai = AIMessage(
-            content=message.content or "",
-            tool_calls=tool_calls,
-            invalid_tool_calls=invalid,
-            usage_metadata=_usage(response),
-            response_metadata={**_metadata(journey, route), "finish_reason": choice.finish_reason},
-        )
-        generations.append(ChatGeneration(message=ai))
-    return ChatResult(generations=generations, llm_output={"model_name": route})
-
-
-def _chunk(chunk: Any) -> ChatGenerationChunk:
-    choice = chunk.choices[0] if chunk.choices else None
-    delta = getattr(choice, "delta", None)
-    tool_chunks = [
-        ToolCallChunk(name=tc.function.name, args=tc.function.arguments, id=tc.id, index=tc.index)
-        for tc in (getattr(delta, "tool_calls", None) or [])
-    ]
-    message = AIMessageChunk(
-        content=getattr(delta, "content", None) or "",
-        tool_call_chunks=tool_chunks,
-        usage_metadata=_usage(chunk),
-    )
-    info = {"finish_reason": choice.finish_reason} if choice and choice.finish_reason else None
-    return ChatGenerationChunk(message=message, generation_info=info)
-
-
-def _final_chunk(stream: Any) -> ChatGenerationChunk:
-    """An empty chunk carrying the journey, so the merged message has it in its metadata."""
-    return ChatGenerationChunk(
-        message=AIMessageChunk(
-            content="",
-            response_metadata=_metadata(stream.journey, stream.route),
-        )
-    )

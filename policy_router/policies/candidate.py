@@ -56,8 +56,21 @@ def candidate_for(route: Route, info: Mapping[str, Any] | None, streams: bool) -
     return Candidate(
         route,
         resolve(route.model, info, streams, route.capabilities),
-        route.prices.price_for(route.model) if route.prices is not None else None,
+        _price(route),
         reply_limit=limit,
         choices=n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1,
         sent_cap=sent,
     )
+
+
+def _price(route: Route) -> Price | None:
+    # A deployment's own row first, else its base model's (an Azure deployment priced as
+    # the model it serves).
+    if route.prices is None:
+        return None
+    info = route.kwargs.get("model_info")
+    base = info.get("base_model") if isinstance(info, Mapping) else route.kwargs.get("base_model")
+    price: Price | None = route.prices.price_for(route.model)
+    if price is None and isinstance(base, str):
+        price = route.prices.price_for(base)
+    return price
