@@ -6,9 +6,13 @@ HTTP path: what the provider received is compared with what the journey counts.
 
 from __future__ import annotations
 
+import asyncio
 from decimal import Decimal
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from policy_router import Breaker, Budget, ConfigError, Reach, Route, Router
 from policy_router.testing import FakeProvider
@@ -128,3 +132,48 @@ def test_the_floor_never_sends_to_a_loopback_forwarder(fake: FakeProvider) -> No
     with pytest.raises(Exception, match="on-device"):
         router.completion(model="g", messages=MESSAGES, on_device=True)
     assert fake.requests() == 0
+
+
+# -- the generated space: requests received == attempts, no rest without a request ------------
+odd_values = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=True), st.text(max_size=20),
+    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+    st.just(object()),
+)
+litellm_keys = st.sampled_from(
+    sorted(__import__("litellm.types.utils", fromlist=["all_litellm_params"]).all_litellm_params)
+)
+call_keys = st.one_of(
+    litellm_keys,
+    st.sampled_from(["response_format", "tools", "tool_choice", "seed", "logit_bias", "stop", "user", "top_p"]),
+    st.from_regex(r"\Ax_[a-z]{1,8}\Z", fullmatch=True),
+)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(st.dictionaries(call_keys, odd_values, max_size=3), st.sampled_from(["sync", "async"]))
+def test_what_the_provider_received_is_what_the_journey_counts(
+    fake: FakeProvider, extra: dict[str, Any], kind: str
+) -> None:
+    """Any call, with any keyword LiteLLM knows (and unknown ones) holding any value: the
+    provider received exactly the journey's attempts, and a route rests only after a
+    request it received."""
+    fake.reset()
+    router = _two(fake)
+    received_before = {"a": 0, "b": 0}
+    try:
+        if kind == "sync":
+            routed = router.route(model="g", messages=MESSAGES, **extra)
+        else:
+            routed = asyncio.run(router.aroute(model="g", messages=MESSAGES, **extra))
+        journey = routed.journey
+    except Exception as error:
+        journey = getattr(error, "journey", None)
+    attempts = len(journey.attempts) if journey is not None else 0
+    assert fake.requests() == attempts, (extra, journey)
+    for name in router.resting():
+        assert fake.requests(name.removeprefix("openai/")) > received_before[name.removeprefix("openai/")], (name, extra)
