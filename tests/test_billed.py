@@ -14,11 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import create_model
 
-from policy_router import Budget, InMemoryStore, Money, OverBudgetError, PriceTable, Route, Router
+from policy_router import Budget, Money, OverBudgetError, PriceTable, Route, Router
 from policy_router.policies.billed import FREE
 from policy_router.testing import FakeProvider, Reply
 
 from .conftest import KEY_PREFIX
+from .test_bounds import Books
 
 # $0.001 a token in and out: a $1 cap holds 1,000 tokens.
 PRICES = PriceTable.from_dict(
@@ -31,25 +32,6 @@ PRICES = PriceTable.from_dict(
 )
 CAPS = {"tools": True, "structured_output": True, "streaming": True}
 WORDS = " ".join(f"word{i}" for i in range(200))
-
-
-class Books(InMemoryStore):
-    """The in-memory store, keeping each reservation beside the bill that settled it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.held: dict[str, int] = {}
-        self.bills: list[tuple[int, int, bool]] = []
-
-    def reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
-        ok = super().reserve(budget, hold, amount, cap)
-        if ok:
-            self.held[hold] = amount
-        return ok
-
-    def settle(self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
-        super().settle(budget, hold, cost, measured=measured, bounded=bounded)
-        self.bills.append((self.held.get(hold, 0), cost, bounded))
 
 
 def _router(fake: FakeProvider, cap: str = "1.00", strict: bool = False) -> tuple[Router, Books]:
@@ -195,7 +177,7 @@ def test_spent_stays_under_the_cap_over_every_endpoints_keyword_space(
         assert fake.requests() == 0
     except Exception as failed:  # a field the provider's API refuses: nothing is billed
         assert "400" in str(failed) or "not sent" in str(failed) or "BadRequest" in type(failed).__name__, failed
-    for reserved, cost, bounded in books.bills:
+    for reserved, cost, bounded, _measured in books.bills:
         assert cost <= reserved or not bounded, (reserved, cost, kwargs)
     spending = router.spending()
     if not spending.overshoot_possible:

@@ -27,6 +27,7 @@ What crosses the bridge:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import litellm
@@ -69,6 +70,18 @@ def _refusal(error: PolicyRouterError, model: str) -> RefusedBeforeSending | Non
     return None
 
 
+@contextmanager
+def _as_litellm(model: str) -> Iterator[None]:
+    """Raise the router's refusals as LiteLLM errors (see `_refusal`); the rest as they are."""
+    try:
+        yield
+    except PolicyRouterError as error:
+        refused = _refusal(error, model)
+        if refused is None:
+            raise
+        raise refused from error
+
+
 class RouterProvider(CustomLLM):
     """LiteLLM's `CustomLLM` in front of one router: `model` is the group name.
 
@@ -90,43 +103,28 @@ class RouterProvider(CustomLLM):
         self, model: str, messages: list[Any], *_: Any, optional_params: dict[str, Any],
         timeout: Any = None, **__: Any,
     ) -> Any:
-        try:
+        with _as_litellm(model):
             return self.router.completion(
                 model=model, messages=messages, **self._kwargs(optional_params, timeout)
             )
-        except PolicyRouterError as error:
-            refused = _refusal(error, model)
-            if refused is None:
-                raise
-            raise refused from error
 
     async def acompletion(  # type: ignore[override]
         self, model: str, messages: list[Any], *_: Any, optional_params: dict[str, Any],
         timeout: Any = None, **__: Any,
     ) -> Any:
-        try:
+        with _as_litellm(model):
             return await self.router.acompletion(
                 model=model, messages=messages, **self._kwargs(optional_params, timeout)
             )
-        except PolicyRouterError as error:
-            refused = _refusal(error, model)
-            if refused is None:
-                raise
-            raise refused from error
 
     def streaming(  # type: ignore[override]
         self, model: str, messages: list[Any], *_: Any, optional_params: dict[str, Any],
         timeout: Any = None, **__: Any,
     ) -> Iterator[Any]:
-        try:
+        with _as_litellm(model):
             stream = self.router.completion(
                 model=model, messages=messages, stream=True, **self._kwargs(optional_params, timeout)
             )
-        except PolicyRouterError as error:
-            refused = _refusal(error, model)
-            if refused is None:
-                raise
-            raise refused from error
         with stream:
             yield from stream
 
@@ -134,15 +132,10 @@ class RouterProvider(CustomLLM):
         self, model: str, messages: list[Any], *_: Any, optional_params: dict[str, Any],
         timeout: Any = None, **__: Any,
     ) -> AsyncIterator[Any]:
-        try:
+        with _as_litellm(model):
             stream = await self.router.acompletion(
                 model=model, messages=messages, stream=True, **self._kwargs(optional_params, timeout)
             )
-        except PolicyRouterError as error:
-            refused = _refusal(error, model)
-            if refused is None:
-                raise
-            raise refused from error
         async with stream:
             async for chunk in stream:
                 yield chunk
@@ -151,29 +144,19 @@ class RouterProvider(CustomLLM):
         self, model: str, input: list[Any], *_: Any, optional_params: dict[str, Any],
         timeout: Any = None, **__: Any,
     ) -> Any:
-        try:
+        with _as_litellm(model):
             return self.router.embedding(
                 model=model, input=input, **self._kwargs(optional_params, timeout)
             )
-        except PolicyRouterError as error:
-            refused = _refusal(error, model)
-            if refused is None:
-                raise
-            raise refused from error
 
     async def aembedding(  # type: ignore[override]
         self, model: str, input: list[Any], *_: Any, optional_params: dict[str, Any],
         timeout: Any = None, **__: Any,
     ) -> Any:
-        try:
+        with _as_litellm(model):
             return await self.router.aembedding(
                 model=model, input=input, **self._kwargs(optional_params, timeout)
             )
-        except PolicyRouterError as error:
-            refused = _refusal(error, model)
-            if refused is None:
-                raise
-            raise refused from error
 
 
 def register(router: Router, provider: str = PROVIDER) -> RouterProvider:
