@@ -43,6 +43,7 @@ from .proxy import is_proxy_config, proxy_config
 __all__ = ["Loaded", "load", "routes_and_policies"]
 
 _ROUTE_FIELDS = {
+    "enabled",
     "model",
     "name",
     "reach",
@@ -80,6 +81,7 @@ class RouteSpec(BaseModel):
     output_limit: int | None = None
     rpm: int | None = None
     tpm: int | None = None
+    enabled: bool = True
 
     @model_validator(mode="after")
     def _known_kwargs(self) -> RouteSpec:
@@ -298,6 +300,7 @@ def routes_and_policies(
                         output_limit=r.output_limit,
                         rpm=r.rpm,
                         tpm=r.tpm,
+                        enabled=r.enabled,
                         secrets=read,
                         **{k: v for k, v in extra.items() if v is not None},
                     )

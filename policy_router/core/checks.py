@@ -32,6 +32,8 @@ Ordering = Callable[[Sequence[Candidate]], Sequence[Candidate]]
 def static_skip(candidate: Candidate, needs: Requirements) -> Skip | None:
     """The first of the checks that do not change during a request that stops a route."""
     route, caps = candidate.route, candidate.capabilities
+    if not route.enabled:
+        return Skip(route.name, Check.ENABLED, "disabled (enabled=False on the route)")
     if not caps.known:
         return Skip(route.name, Check.KNOWN, "unknown model", {"why": caps.why_unknown})
     unmet = needs.unmet_by(caps)

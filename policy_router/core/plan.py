@@ -92,6 +92,7 @@ class Plan(Outcomes):
         settings: Mapping[str, Any] | None = None,
         frame: Callable[[object], None] | None = None,
         secrets: tuple[str, ...] | None = None,
+        on_dispatch: Callable[[], None] | None = None,
     ) -> None:
         self.group = group
         # Every secret of the group's routes: taken out of whatever the request raises.
@@ -113,6 +114,7 @@ class Plan(Outcomes):
         self._timeout = timeout
         self._emit = emit or (lambda _record: None)
         self._on_result = on_result
+        self._on_dispatch = on_dispatch
         self._rng = rng or _JITTER
         self._started = clock.now()
         self.id = new_id()
@@ -231,6 +233,8 @@ class Plan(Outcomes):
                 timeout = length if timeout is None else min(timeout, length)
             self._tried_in_round = True
             self._attempts += 1
+            if self._attempts == 1 and self._on_dispatch is not None:
+                self._on_dispatch()  # round robin moves on at a request's first send
             if self._frame is not None:
                 self._frame(
                     AttemptStarted(

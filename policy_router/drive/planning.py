@@ -96,7 +96,9 @@ class Planner:
         self.store = store
         self._clock = clock
         self._emit = emit
-        self._turns: defaultdict[str, itertools.count[int]] = defaultdict(itertools.count)
+        # Each group's round-robin turn: read when a request is planned, moved on only when
+        # one is first sent, so an explanation or a request that sends nothing takes none.
+        self._turns: defaultdict[str, int] = defaultdict(int)
         self._lock = threading.Lock()
         self._wait = wait_for_capacity
         self._frame = frame
@@ -196,9 +198,17 @@ class Planner:
     ) -> tuple[Arrange | None, ArrangeByHealth | None]:
         if self.order_of(group) is Order.AS_LISTED:
             return None, None
-        with self._lock:
-            turn = next(self._turns[group])
+        turn = self._turns[group]
         return arrange(self.order_of(group), OrderContext(group, facts, self._clock.now(), turn))
+
+    def _dispatched(self, group: str) -> Callable[[], None]:
+        """What moves the group's turn on when a request's first attempt is sent."""
+
+        def advance() -> None:
+            with self._lock:
+                self._turns[group] += 1
+
+        return advance
 
     def _retry_for(self, route: Route) -> Retry | None:
         return route.retry if isinstance(route.retry, Retry) else self._retry
@@ -250,6 +260,7 @@ class Planner:
             operation=endpoint.name,
             settings=request_attributes(call_kwargs) if self._frame is not None else None,
             frame=self._frame,
+            on_dispatch=self._dispatched(group) if order is not Order.AS_LISTED else None,
         )
         return plan, call_kwargs
 

@@ -17,6 +17,8 @@ __all__ = ['Check', 'Skip']
 class Check(StrEnum):
     """The checks a route passes before it is sent a request, in the order they run."""
 
+    ENABLED = "enabled"
+    """The route is switched on (`Route(enabled=False)` switches one off without removing it)."""
     KNOWN = "known"
     REQUIREMENTS = "requirements"
     FLOOR = "floor"

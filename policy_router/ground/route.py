@@ -53,6 +53,8 @@ class Route:
     - `capabilities` override what LiteLLM's model info says, e.g. `{"tools": True}`.
     - `output_limit` declares the most tokens the model writes in one reply, for a model
       LiteLLM's info does not know: a budget bounds calls without `max_tokens` by it.
+    - `enabled=False` keeps the route in its group but never sends it a request: every
+      request skips it with "disabled" (a real switch, not a LiteLLM keyword).
     - `rpm` and `tpm` are the provider account's requests and tokens per minute for this
       route: the router counts them in its store and skips the route, before sending,
       while the window is full (see `policies.limits`).
@@ -66,6 +68,7 @@ class Route:
         "_capabilities",
         "_kwargs",
         "_secrets",
+        "enabled",
         "group",
         "model",
         "name",
@@ -86,6 +89,7 @@ class Route:
     reach_declared: bool
     reach_reason: str
     output_limit: int | None
+    enabled: bool
     rpm: int | None
     tpm: int | None
     prices: Any
@@ -108,6 +112,7 @@ class Route:
         rpm: int | None = None,
         tpm: int | None = None,
         secrets: tuple[str, ...] = (),
+        enabled: bool = True,
         **litellm_kwargs: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -130,7 +135,10 @@ class Route:
                 raise ConfigError(
                     f"Route({model!r}).{field} must be a whole number >= 1, got {value!r}"
                 )
+        if not isinstance(enabled, bool):
+            raise ConfigError(f"Route({model!r}).enabled must be True or False, got {enabled!r}")
         set_ = object.__setattr__
+        set_(self, "enabled", enabled)
         set_(self, "model", model)
         set_(self, "group", group or model)
         set_(self, "name", name or model)
@@ -212,6 +220,7 @@ class Route:
             rpm=self.rpm,
             tpm=self.tpm,
             secrets=self._secrets,
+            enabled=self.enabled,
             **self._kwargs,
         )
 
@@ -227,6 +236,8 @@ class Route:
         if self._capabilities:
             parts.append(f"capabilities={ {c.value: v for c, v in self._capabilities.items()} }")
         parts.extend(f"{k}={v}" for k, v in (("rpm", self.rpm), ("tpm", self.tpm)) if v)
+        if not self.enabled:
+            parts.append("enabled=False")
         parts.extend(f"{k}={v!r}" for k, v in shown.items())
         return f"Route({', '.join(parts)})"
 
