@@ -142,3 +142,16 @@ def test_a_slow_route_shows_in_its_percentiles(fake: FakeProvider) -> None:
     (a,) = router.report().routes
     assert a.p50 is not None and a.p95 is not None
     assert a.p50 < 0.3 <= a.p95
+
+
+def test_a_report_reads_as_its_table_at_the_repl_and_a_journey_html_keeps_its_summary(
+    fake: FakeProvider,
+) -> None:
+    """`repr(router.report())` is the text table; a journey's HTML ends with "Answered by
+    ... after N requests"."""
+    router = Router([fake_route(fake, "a")])
+    routed = router.route(model="g", messages=MESSAGES)
+    text = repr(router.report())
+    assert text == str(router.report()) and "RouteReport(" not in text and "openai/a" in text
+    html = routed.journey._repr_html_()
+    assert "Answered by openai/a after 1 request" in html

@@ -162,11 +162,15 @@ class Journey:
             f"{skipped} skipped, {self.elapsed:.2f} s>"
         )
 
+    def summary(self) -> str:
+        """The journey's last sentence: who answered, after how many requests, how long."""
+        return str(self).rsplit(". ", 1)[-1].rstrip(".") + "."
+
     def _repr_html_(self) -> str:
         rows = "".join(_html_row(s) for s in self.steps)
         return (
             f"<p>{_html(str(self).split(':', 1)[0])}</p><table><tr><th>route</th><th>verdict</th>"
-            f"<th>reason</th><th>time</th></tr>{rows}</table>"
+            f"<th>reason</th><th>time</th></tr>{rows}</table><p>{_html(self.summary())}</p>"
         )
 
 

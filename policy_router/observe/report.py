@@ -115,6 +115,10 @@ class Report:
         rate, p50, p95 = _rate(r.success_rate), _seconds(r.p50), _seconds(r.p95)
         return (r.route, str(r.requests), rate, p50, p95, cost, str(r.skipped))
 
+    def __repr__(self) -> str:
+        # At the REPL a report reads as its table, not as a dump of RouteReport tuples.
+        return str(self)
+
     def __str__(self) -> str:
         lines = [self._head()]
         if not self.routes:
