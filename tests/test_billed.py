@@ -158,6 +158,7 @@ _CALL = {"chat": "completion", "responses": "responses", "completion": "text_com
 @settings(
     max_examples=60,
     deadline=None,
+    derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(calls(), st.sampled_from(["0.20", "1.00", "5.00"]))

@@ -50,6 +50,7 @@ secrets = st.text(string.ascii_letters + string.digits, min_size=12, max_size=24
 @settings(
     max_examples=10,
     deadline=None,
+    derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(

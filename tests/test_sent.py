@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from policy_router import Breaker, Budget, ConfigError, Reach, Route, Router
@@ -153,9 +153,12 @@ call_keys = st.one_of(
 @settings(
     max_examples=60,
     deadline=None,
+    derandomize=True,  # the same space every run: a new find is a new test, not a flake
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(st.dictionaries(call_keys, odd_values, max_size=3), st.sampled_from(["sync", "async"]))
+@example({"azure": True}, "sync")  # found by a CI run: LiteLLM's Azure path, a 404 here
+@example({"response_format": "json"}, "async")
 def test_what_the_provider_received_is_what_the_journey_counts(
     fake: FakeProvider, extra: dict[str, Any], kind: str
 ) -> None:
@@ -164,7 +167,6 @@ def test_what_the_provider_received_is_what_the_journey_counts(
     request it received."""
     fake.reset()
     router = _two(fake)
-    received_before = {"a": 0, "b": 0}
     try:
         if kind == "sync":
             routed = router.route(model="g", messages=MESSAGES, **extra)
@@ -175,5 +177,7 @@ def test_what_the_provider_received_is_what_the_journey_counts(
         journey = getattr(error, "journey", None)
     attempts = len(journey.attempts) if journey is not None else 0
     assert fake.requests() == attempts, (extra, journey)
+    # A route rests only after an attempt the journey counts, and those are what arrived.
+    tried = {a.route for a in journey.attempts} if journey is not None else set()
     for name in router.resting():
-        assert fake.requests(name.removeprefix("openai/")) > received_before[name.removeprefix("openai/")], (name, extra)
+        assert name in tried, (name, extra)

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from .endpoints import EXCHANGES
 from .exchange import Limits, error_body
 from .steps import Fail, Reply, Step
 
@@ -53,6 +54,7 @@ class FakeProvider:
         self._windows: dict[str, deque[list[float]]] = defaultdict(deque)
         self._refused: dict[str, int] = defaultdict(int)
         self._connections = 0
+        self._strays = 0  # requests received for no endpoint it serves (or not JSON)
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -135,10 +137,12 @@ class FakeProvider:
             return self._refused.get(_bare(model), 0)
 
     def requests(self, model: str | None = None) -> int:
-        """How many requests arrived for `model` (the bare name), or for all models."""
+        """How many requests arrived for `model` (the bare name), or in all: every request
+        that reached the server, those it answered 404 or 400 (an unknown path, a body that
+        is not JSON) included, since they too left the caller's process."""
         with self._lock:
             if model is None:
-                return sum(len(v) for v in self._bodies.values())
+                return sum(len(v) for v in self._bodies.values()) + self._strays
             return len(self._bodies.get(_bare(model), ()))
 
     def connections(self) -> int:
@@ -161,6 +165,7 @@ class FakeProvider:
             self._windows.clear()
             self._refused.clear()
             self._connections = 0
+            self._strays = 0
 
     def _over(
         self, model: str, limits: Limits, body: dict[str, Any]
@@ -243,19 +248,23 @@ class _Handler(BaseHTTPRequestHandler):
         with self.fake._lock:
             self.fake._connections += 1
 
-    def do_POST(self) -> None:
-        from .endpoints import EXCHANGES
+    def _stray(self) -> None:
+        with self.fake._lock:
+            self.fake._strays += 1
 
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         try:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError:
+            self._stray()
             self.send_json(400, error_body("request body is not JSON", "invalid_request_error"))
             return
         path = self.path.rstrip("/")
         exchange = next((e for p, e in EXCHANGES.items() if path.endswith(p)), None)
         if exchange is None:
+            self._stray()
             self.send_json(404, error_body(f"no route {self.path}", "not_found"))
             return
         model = str(body.get("model", ""))
