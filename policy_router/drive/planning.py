@@ -114,6 +114,11 @@ class Planner:
             for g in self.groups
             if g in self._limited or self.order_of(g) in BY_WINDOWS
         }
+        # Every secret of each group's routes, longest first, for the plan's scrubber.
+        self._secrets = {
+            g: tuple(sorted({x for c in cs for x in c.route.secrets}, key=len, reverse=True))
+            for g, cs in self.groups.items()
+        }
         self._sifted: LRUCache[
             tuple[str, Requirements], tuple[Sequence[Candidate], Sequence[Skip]]
         ] = LRUCache(maxsize=1024)
@@ -261,6 +266,7 @@ class Planner:
             settings=request_attributes(call_kwargs) if self._frame is not None else None,
             frame=self._frame,
             on_dispatch=self._dispatched(group) if order is not Order.AS_LISTED else None,
+            secrets=self._secrets.get(group),
         )
         return plan, call_kwargs
 
