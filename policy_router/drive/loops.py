@@ -95,13 +95,10 @@ def _drive(plan: Plan, open_: Callable[[Send], T], final: bool, usage: Usage) ->
             break
         except Exception as exc:
             if not plan.run(_failed(plan, send, exc)):
-                plan.scrub(exc)  # in place: the same exception, its traceback kept
                 raise
             last = exc
             continue
-        send.wire.cached = reading.cache_hit(result)
-        billed, model = _read(result, final, usage)
-        plan.run(plan.answered(send, billed, final=final, model=model))
+        plan.run(_answered(plan, send, result, final, usage))
         return result, send
     raise plan.error(last)
 
@@ -151,13 +148,10 @@ async def _adrive(
         except Exception as exc:
             # asyncio.timeout raises a bare TimeoutError when the deadline cancels the call.
             if not await step(plan, _failed(plan, send, exc, bare_timeout_is_deadline=True)):
-                plan.scrub(exc)  # in place: the same exception, its traceback kept
                 raise
             last = exc
             continue
-        send.wire.cached = reading.cache_hit(result)
-        billed, model = _read(result, final, usage)
-        await step(plan, plan.answered(send, billed, final=final, model=model))
+        await step(plan, _answered(plan, send, result, final, usage))
         return result, send
     raise plan.error(last)
 
@@ -216,12 +210,14 @@ def _given_back(plan: Plan) -> Callable[[Send | None], None]:
     return undo
 
 
-def _read(result: Any, final: bool, usage: Usage) -> tuple[Any, str | None]:
-    """What an answer billed and which model the provider says answered (a stream's is
-    read when it ends)."""
+def _answered(plan: Plan, send: Send, result: Any, final: bool, usage: Usage) -> Steps[None]:
+    """Tell the plan the route answered, for both drivers: whether LiteLLM answered from
+    its cache, what the answer billed and which model the provider says answered (a
+    stream's usage is read when it ends)."""
+    send.wire.cached = reading.cache_hit(result)
     if not final:
-        return None, None
-    return usage(result), reading.model_of(result)
+        return plan.answered(send, None, final=False)
+    return plan.answered(send, usage(result), final=True, model=reading.model_of(result))
 
 
 _DEADLINE = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")
@@ -236,6 +232,7 @@ def _failed(
     if fault is None and bare_timeout_is_deadline and isinstance(exc, TimeoutError):
         fault = _DEADLINE
     if fault is None:
+        plan.scrub(exc)  # in place: the driver re-raises the same exception, scrubbed
         return False
     yield from plan.failed(send, fault)
     return True
