@@ -715,9 +715,12 @@ def test_a_burst_across_four_processes_through_redis_gets_no_429(
     if wait:
         assert sent <= 60 and ended["answered"] <= sent
         assert set(ended) <= {"answered", "deadline"}
+        # An attempt cut by its deadline while in flight is counted (and charged) as sent;
+        # on a busy machine it may never have arrived: the provider saw at most the attempts.
+        assert fake.refused() == 0 and ended["answered"] <= fake.requests() <= sent
     else:  # nothing waits: every call is decided at once, 60 slots for 120 calls
         assert sent == 60 and ended == {"answered": 60, "refused": 60}
-    assert fake.refused() == 0 and fake.requests() == sent
+        assert fake.refused() == 0 and fake.requests() == sent
 
 
 # -- observed ----------------------------------------------------------------------------------
