@@ -263,3 +263,50 @@ def test_json_schema_structured_output_sends_response_format(fake: FakeProvider)
     assert body["response_format"]["type"] == "json_schema" and "tools" not in body
     chat(fake).bind_tools([get_weather], strict=True).invoke("weather?")
     assert fake.bodies("a")[-1]["tools"][0]["function"]["strict"] is True
+
+
+def test_a_model_serialises_and_loads_again_from_its_config_without_its_secrets(
+    fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`dumps` writes the settings and `config=`, not the live router and not a key held
+    in `call_kwargs`; `loads(..., allowed_objects=[ChatPolicyRouter])` rebuilds a model
+    that answers through the router built from that file."""
+    monkeypatch.setenv("FAKE_KEY", "sk-fake-a")
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "groups": {
+                    "g": {
+                        "routes": [
+                            {
+                                "model": "openai/a",
+                                "api_base": fake.base_url,
+                                "api_key": "os.environ/FAKE_KEY",
+                                "capabilities": {"tools": True},
+                            }
+                        ]
+                    }
+                }
+            }
+        )
+    )
+    fake.script("a", Reply("loaded again"))
+    secret = "sk-serialised-never-1234"
+    model = ChatPolicyRouter(
+        config=str(path),
+        model="g",
+        temperature=0.2,
+        call_kwargs={
+            "api_key": secret,
+            "extra_headers": {"Authorization": f"Bearer {secret}", "X-Team": "blue"},
+            "user": "u-7",
+        },
+    )
+    assert secret not in dumps(model.bind(x_trace="t"))  # nor through a chain
+    text = dumps(model)
+    assert secret not in text and "X-Team" in text and "u-7" in text
+    loaded = loads(text, allowed_objects=[ChatPolicyRouter], valid_namespaces=["policy_router"])
+    assert isinstance(loaded, ChatPolicyRouter) and loaded.temperature == 0.2
+    assert loaded.router is model.router  # one router per file per process
+    assert loaded.invoke("hi").content == "loaded again"

@@ -44,6 +44,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..ground.errors import ConfigError
+from ..ground.secrets import is_secret_name, redact, secrets_in
 from ..policies.retry import Retry
 from ..router import Router
 from .langchain_messages import chat_result, final_chunk, generation_chunk
@@ -76,6 +77,19 @@ def _with_router(data: Any) -> Any:
         if router is None:
             router = _FROM_FILE[key] = Router.from_config(path)
     return {**data, "router": router, "config": str(path)}
+
+
+def _without_secrets(value: Any, secrets: tuple[str, ...]) -> Any:
+    """`value` with every secret-named entry left out and every known secret masked."""
+    if isinstance(value, dict):
+        return {
+            k: _without_secrets(v, secrets)
+            for k, v in value.items()
+            if not is_secret_name(str(k))
+        }
+    if isinstance(value, list | tuple):
+        return [_without_secrets(v, secrets) for v in value]
+    return redact(value, secrets) if isinstance(value, str) else value
 
 
 # The usual chat-model settings, sent to LiteLLM when set.
@@ -119,6 +133,29 @@ class ChatPolicyRouter(BaseChatModel):
     call_kwargs: dict[str, Any] = Field(default_factory=dict)
 
     _router_from_config = model_validator(mode="before")(_with_router)
+
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        """True: `dumpd(model)` writes the settings and `config`, never the live router
+        nor a secret held in `call_kwargs` (a key belongs in the config or the
+        environment). A model built with `router=` alone is loaded again from the file
+        `$POLICY_ROUTER_CONFIG` names. `load` needs this class allowed by name, as for
+        any class outside langchain-core's own list: `allowed_objects=[ChatPolicyRouter]`.
+        """
+        return True
+
+    @classmethod
+    def get_lc_namespace(cls) -> list[str]:
+        return ["policy_router", "integrations", "langchain"]
+
+    def to_json(self) -> Any:
+        serialized = super().to_json()
+        kwargs = serialized.get("kwargs")
+        if isinstance(kwargs, dict) and isinstance(kwargs.get("call_kwargs"), dict):
+            kwargs["call_kwargs"] = _without_secrets(
+                kwargs["call_kwargs"], secrets_in(self.call_kwargs)
+            )
+        return serialized
 
     @property
     def _llm_type(self) -> str:
