@@ -19,6 +19,7 @@ from .core.journey import Explanation, Routed
 from .core.plan import Plan
 from .core.validate import check_policies
 from .drive import calls, model_info, settings
+from .drive.face import LiteLLMFace
 from .drive.planning import Planner
 from .drive.preflight import Verdict as PreflightVerdict
 from .drive.preflight import embeds_only, preflight_route, problems, rest_denied
@@ -45,7 +46,7 @@ from .state.windows import Window
 __all__ = ["Router"]
 
 
-class Router:
+class Router(LiteLLMFace):
     """Routes LiteLLM calls across groups of routes, by policy, and says why.
 
     Build it from `Route`s; call `completion`/`acompletion` (or `embedding`, `responses`,
@@ -297,75 +298,12 @@ class Router:
         """What the named route can do, as capability names (the endpoints it serves too)."""
         return self._planner.serves(route)
 
-    # -- calls: each mirrors the LiteLLM function of its name ------------------------------
-    def completion(self, model: str | None = None, messages: Any = None, **kwargs: Any) -> Any:
-        """Route a `litellm.completion` call: a `ModelResponse`, or a `RoutedStream`."""
-        return self._route("chat", model, messages, kwargs).response
-
-    async def acompletion(
-        self, model: str | None = None, messages: Any = None, **kwargs: Any
-    ) -> Any:
-        """Route a `litellm.acompletion` call: a `ModelResponse`, or an `AsyncRoutedStream`."""
-        return (await self._aroute("chat", model, messages, kwargs)).response
-
-    def embedding(self, model: str | None = None, input: Any = None, **kwargs: Any) -> Any:
-        """Route a `litellm.embedding` call: an `EmbeddingResponse`."""
-        return self._route("embedding", model, None, {**kwargs, "input": input}).response
-
-    async def aembedding(self, model: str | None = None, input: Any = None, **kwargs: Any) -> Any:
-        """Route a `litellm.aembedding` call: an `EmbeddingResponse`."""
-        return (await self._aroute("embedding", model, None, {**kwargs, "input": input})).response
-
-    def responses(self, input: Any = None, model: str | None = None, **kwargs: Any) -> Any:
-        """Route a `litellm.responses` call: a `ResponsesAPIResponse`, or with
-        `stream=True` a `RoutedStream` of its events."""
-        return self._route("responses", model, None, {**kwargs, "input": input}).response
-
-    async def aresponses(self, input: Any = None, model: str | None = None, **kwargs: Any) -> Any:
-        """Route a `litellm.aresponses` call (an `AsyncRoutedStream` of events when
-        streamed)."""
-        return (await self._aroute("responses", model, None, {**kwargs, "input": input})).response
-
-    def text_completion(self, prompt: Any = None, model: str | None = None, **kwargs: Any) -> Any:
-        """Route a `litellm.text_completion` call: a `TextCompletionResponse` or a stream."""
-        return self._route("completion", model, None, {**kwargs, "prompt": prompt}).response
-
-    async def atext_completion(
-        self, prompt: Any = None, model: str | None = None, **kwargs: Any
-    ) -> Any:
-        """Route a `litellm.atext_completion` call."""
-        return (
-            await self._aroute("completion", model, None, {**kwargs, "prompt": prompt})
-        ).response
-
-    def route(
-        self,
-        model: str | None = None,
-        messages: Any = None,
-        *,
-        endpoint: str = "chat",
-        **kwargs: Any,
-    ) -> Routed[Any]:
-        """Like the call of `endpoint` ("chat", "embedding", "responses", "completion"), but
-        returns `Routed`: the response, the route that answered, the journey, the attempts."""
-        return self._route(endpoint, model, messages, kwargs)
-
+    # -- the call path every LiteLLM-shaped call takes (drive.face) ---------------------
     def _route(
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> Routed[Any]:
         spec, plan, call_kwargs = self._planned(endpoint, model, messages, kwargs)
         return calls.call(plan, spec, call_kwargs, self._restart, self._on_restart)
-
-    async def aroute(
-        self,
-        model: str | None = None,
-        messages: Any = None,
-        *,
-        endpoint: str = "chat",
-        **kwargs: Any,
-    ) -> Routed[Any]:
-        """The async twin of `route`."""
-        return await self._aroute(endpoint, model, messages, kwargs)
 
     async def _aroute(
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
