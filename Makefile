@@ -13,7 +13,7 @@ PIP    := $(BIN)/python -m pip
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
 
-.PHONY: demo test test-fast lint bench constraints clean
+.PHONY: demo test test-fast lint bench notebooks constraints clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "policy_router needs Python 3.11+"'
@@ -41,6 +41,10 @@ test: lint
 
 test-fast: lint
 	$(BIN)/python -m pytest -q -rs -m "not slow" tests
+
+# Re-run the notebooks and store them with their outputs (and the plots they save).
+notebooks: $(VENV)/.installed-dev
+	$(BIN)/python -m tests.notebook_runner
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python tests/bench/overhead.py

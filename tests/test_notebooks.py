@@ -1,15 +1,36 @@
-"""The notebooks under notebooks/ run top to bottom against FakeProvider, so they never rot."""
+"""The notebooks under notebooks/: stored with the outputs their code makes, and run top to
+bottom against FakeProvider in `make test`, so they never rot (`make notebooks` re-runs them
+and stores the outputs)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 nbformat = pytest.importorskip("nbformat", reason="the notebooks extra is not installed")
-nbclient = pytest.importorskip("nbclient", reason="the notebooks extra is not installed")
+pytest.importorskip("nbclient", reason="the notebooks extra is not installed")
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+from .notebook_runner import NOTEBOOKS, code_digest, execute  # noqa: E402
+
+IDS = [p.stem for p in NOTEBOOKS]
+# Outputs that vary from run to run by nature; every other kind must be what the code makes.
+_KINDS = ("text/html", "text/plain", "image/png", "application/vnd.jupyter.widget-view+json")
+
+
+def kinds(cell: Any) -> list[tuple[str, ...]]:
+    """What a cell shows, by output type (and stream name or MIME types), in order."""
+    shown = []
+    for o in cell.get("outputs", []):
+        if o.output_type == "stream":
+            shown.append(("stream", o.name))
+        elif o.output_type in ("display_data", "execute_result"):
+            shown.append((o.output_type, *sorted(k for k in o.data if k in _KINDS)))
+        else:
+            shown.append((o.output_type,))
+    return shown
 
 
 def test_there_are_three_notebooks() -> None:
@@ -21,23 +42,48 @@ def test_there_are_three_notebooks() -> None:
     ]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_clean(path: Path) -> None:
-    """Every cell executes without an error, in a fresh kernel."""
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_stored_outputs_were_made_by_the_code_stored(path: Path) -> None:
+    """Every code cell ran, in order, and no code cell changed since (`make notebooks`
+    re-runs them); what is stored holds no error, nothing on stderr, no stray value."""
     notebook = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(
-        notebook,
-        timeout=120,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert notebook.metadata.get("policy_router", {}).get("code_sha256") == code_digest(notebook), (
+        f"{path.name}: a code cell changed after its outputs were made; run `make notebooks`"
     )
-    client.execute()
-    errors = [
-        o
-        for c in notebook.cells
-        if c.cell_type == "code"
-        for o in c.get("outputs", [])
-        if o.get("output_type") == "error"
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
+    shown = [k for c in code for k in kinds(c)]
+    assert ("error",) not in shown and ("stream", "stderr") not in shown
+    assert not any(
+        "'true'" in "".join(o.get("data", {}).get("text/plain", ""))
+        for c in code
+        for o in c.outputs
+    )
+
+
+def test_the_cost_notebook_stores_its_plots_as_images() -> None:
+    """Plots are PNG images inline, and the one the README shows is the file it saved."""
+    notebook = nbformat.read(NOTEBOOKS[2], as_version=4)
+    images = [
+        o for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})
     ]
-    assert errors == []
+    assert len(images) == 2
+    saved = NOTEBOOKS[2].parent / "images" / "cost-and-spend.png"
+    assert saved.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (
+        "notebooks/images/cost-and-spend.png" in (NOTEBOOKS[2].parents[1] / "README.md").read_text()
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_runs_clean_and_shows_what_is_stored(path: Path, tmp_path: Path) -> None:
+    """Every cell executes without an error in a fresh kernel (in a scratch folder, so the
+    images it saves do not touch the repository), and shows the same kinds of output as
+    the stored copy: a cell that lost its plot or gained a warning makes the store stale."""
+    shutil.copy(path, tmp_path / path.name)
+    fresh = execute(tmp_path / path.name, tmp_path)
+    stored = nbformat.read(path, as_version=4)
+    for new, old in zip(fresh.cells, stored.cells, strict=True):
+        if new.cell_type == "code":
+            assert kinds(new) == kinds(old), f"{path.name}: {new.source[:60]!r}"
