@@ -693,8 +693,8 @@ def burst_url(redis_server: RedisServer) -> Iterator[str]:
 def test_a_burst_across_four_processes_through_redis_gets_no_429(
     burst_url: str, fake: FakeProvider, processes: Any, wait: bool
 ) -> None:
-    """4 processes x 30 async calls, two routes of rpm 30 shared through Redis: 60 are
-    sent, the rest refused before sending or (waiting for capacity) ended at their 2 s
+    """4 processes x 30 async calls, two routes of rpm 30 shared through Redis: at most 60
+    are sent, the rest refused before sending or (waiting for capacity) ended at their 2 s
     deadline. The provider, enforcing the same rpm, answers no 429, and received exactly
     the requests the journeys record. How many are sent before their deadline depends on
     how busy the machine is, so only what the promise guarantees is asserted: never more
@@ -719,7 +719,10 @@ def test_a_burst_across_four_processes_through_redis_gets_no_429(
         # on a busy machine it may never have arrived: the provider saw at most the attempts.
         assert fake.refused() == 0 and ended["answered"] <= fake.requests() <= sent
     else:  # nothing waits: every call is decided at once, 60 slots for 120 calls
-        assert sent == 60 and ended == {"answered": 60, "refused": 60}
+        # A window the store cannot answer in time fails closed (refused, nothing sent), so
+        # on a busy machine fewer than 60 may be sent; never more, and every one answered.
+        assert set(ended) <= {"answered", "refused"} and ended["refused"] >= 60
+        assert sent <= 60 and ended["answered"] == sent
         assert fake.refused() == 0 and fake.requests() == sent
 
 
