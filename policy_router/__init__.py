@@ -19,6 +19,7 @@ from .ground.errors import (
     PolicyRouterError,
     RateLimitedError,
     RefusedError,
+    RouterClosedError,
     StoreUnavailableError,
 )
 from .ground.money import Money, Usage
@@ -87,6 +88,7 @@ __all__ = [
     "Routed",
     "RoutedStream",
     "Router",
+    "RouterClosedError",
     "Skip",
     "Spending",
     "Store",

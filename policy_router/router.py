@@ -28,7 +28,7 @@ from .endpoints import Endpoint
 from .endpoints import endpoint as endpoint_named
 from .ground.clock import Clock, MonotonicClock
 from .ground.deadline import check_seconds
-from .ground.errors import ConfigError
+from .ground.errors import ConfigError, RouterClosedError
 from .ground.route import Route, unique_names
 from .observe import overview
 from .observe.observers import AttemptLog, LogObserver, Observer, fan_out
@@ -120,6 +120,8 @@ class Router(LiteLLMFace):
             orders, default = {}, choose(order, self._routes)
         self.name = name
         self._notes: tuple[str, ...] = ()
+        self._closed = False
+        self._owned: list[Any] = []  # what the router created, and so closes (from_config)
         self._observers = tuple(observers or ())
         # A request's start and end (events.py) go only to the caller's observers that may
         # want them (not the built-in ones), and when there are none nothing is built.
@@ -187,7 +189,52 @@ class Router(LiteLLMFace):
             raise ConfigError("; ".join(loaded.missing))
         router = cls(loaded.routes, **{**loaded.policies, **overrides})
         router._notes = tuple(loaded.notes)
+        if "store" in loaded.policies and "store" not in overrides:
+            router._owned.append(loaded.policies["store"])  # built from the file's URL
         return router
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the router: later calls raise `RouterClosedError`. Idempotent.
+
+        Closes only what the router created: a store it built from a config's URL (after
+        one try to write what an outage held back). A store passed as `store=` is the
+        caller's and stays open; LiteLLM's HTTP clients are LiteLLM's, shared by every
+        caller in the process, and stay open too. A call already in flight is not waited
+        for: close once the calls you care about have returned.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        for owned in self._owned:
+            owned.close()
+
+    async def aclose(self) -> None:
+        """The async twin of `close`: an owned store's connections on this loop close too."""
+        if self._closed:
+            return
+        self._closed = True
+        for owned in self._owned:
+            aclose = getattr(owned, "aclose", None)
+            await aclose() if aclose is not None else owned.close()
+
+    def __enter__(self) -> Router:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Router:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    def _open(self) -> None:
+        if self._closed:
+            raise RouterClosedError(
+                f"router {self.name!r} is closed: nothing was sent; build a new Router"
+            )
 
     # -- what the router holds -------------------------------------------------------------
     @property
@@ -215,18 +262,21 @@ class Router(LiteLLMFace):
         With a shared store that cannot be reached it raises `StoreUnavailableError`
         rather than report a figure it could not read.
         """
+        self._open()
         if self._ledger is None:
             raise ConfigError("this router has no budget; build it with budget=Budget(...)")
         return self._ledger.spending()
 
     def health(self) -> dict[str, Health]:
         """Every route's health record by name (closed and untouched routes included)."""
+        self._open()
         known = self._store.all_health()
         return {r.name: known.get(r.name, Health()) for r in self._routes}
 
     def usage(self) -> dict[str, Window]:
         """Every route's rate window now: requests and tokens in the last minute, calls in
         flight, when the next slot frees (shared through the store)."""
+        self._open()
         return dict(self._store.windows([r.name for r in self._routes]))
 
     def report(self, since: float | None = 3600.0) -> Report:
@@ -250,6 +300,7 @@ class Router(LiteLLMFace):
 
     def reset(self, route: str | None = None) -> None:
         """Forget the health of one route, or of all: they are closed and untried again."""
+        self._open()
         if route is not None and route not in {r.name for r in self._routes}:
             raise KeyError(f"no route named {route!r}")
         self._store.reset_health(route)
@@ -265,6 +316,7 @@ class Router(LiteLLMFace):
         little. With a breaker, a route the *live* check denied rests for the breaker's
         `settled` time; nothing else rests a route.
         """
+        self._open()
         verdicts = [
             preflight_route(r, live, embeds_only(self.capabilities(r.name))) for r in self._routes
         ]
@@ -272,6 +324,7 @@ class Router(LiteLLMFace):
 
     async def apreflight(self, *, live: bool = False) -> dict[str, PreflightVerdict]:
         """The async twin of `preflight`."""
+        self._open()
         checks = (
             asyncio.to_thread(preflight_route, r, live, embeds_only(self.capabilities(r.name)))
             for r in self._routes
@@ -320,11 +373,13 @@ class Router(LiteLLMFace):
         **kwargs: Any,
     ) -> Explanation:
         """The verdict for every route of the group for this request. Nothing is sent."""
+        self._open()
         return self._planner.explain(endpoint_named(endpoint), model, messages, kwargs)
 
     def _planned(
         self, name: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> tuple[Endpoint, Plan, dict[str, Any]]:
+        self._open()
         spec = endpoint_named(name)
         return (spec, *self._planner.plan(spec, model, messages, kwargs))
 

@@ -30,6 +30,9 @@ class LiteLLMFace:
     ) -> Routed[Any]:
         raise NotImplementedError
 
+    def _open(self) -> None:
+        raise NotImplementedError  # raises when the router is closed
+
     def completion(self, model: str | None = None, messages: Any = None, **kwargs: Any) -> Any:
         """Route a `litellm.completion` call: a `ModelResponse`, or a `RoutedStream`."""
         return self._route("chat", model, messages, kwargs).response
@@ -140,6 +143,7 @@ class LiteLLMFace:
         progress: bool,
         kwargs: dict[str, Any],
     ) -> Batch:
+        self._open()  # a closed router refuses the batch, not each request in it
         concurrency = kwargs.pop("max_workers", max_concurrency)  # LiteLLM's name for it
         deadline = kwargs.pop("deadline", None)
         return Batch(

@@ -16,7 +16,8 @@ PEP 678 notes. The tree below covers what the router decides on its own:
     │                                 (also a litellm.Timeout and a TimeoutError)
     ├── RefusedError                  a provider refused the work on content policy
     │                                 (also a litellm.ContentPolicyViolationError)
-    └── StoreUnavailableError (ConnectionError)   a shared store (Redis) cannot be reached
+    ├── StoreUnavailableError (ConnectionError)   a shared store (Redis) cannot be reached
+    └── RouterClosedError             the router was closed; nothing was sent
 
 The three with a LiteLLM twin are that twin too, so code written against LiteLLM
 (`except litellm.Timeout:`, `except litellm.RateLimitError:`,
@@ -49,6 +50,7 @@ __all__ = [
     "PolicyRouterError",
     "RateLimitedError",
     "RefusedError",
+    "RouterClosedError",
     "StoreUnavailableError",
 ]
 
@@ -198,3 +200,8 @@ class StoreUnavailableError(PolicyRouterError, ConnectionError):
     The message names the store by its address without its password. Nothing that
     depended on the store's answer happened.
     """
+
+
+class RouterClosedError(PolicyRouterError):
+    """The router was closed (`close()`, `aclose()`, the end of its `with` block): it sends
+    nothing and reads no store any more. Build a new router to go on."""

@@ -177,6 +177,21 @@ class Link:
                 self.where,
             )
 
+    def close(self) -> None:
+        """Write the backlog (one try, as at exit), then close the sync pool."""
+        self.flush_at_exit()
+        # A client given its pool leaves the pool open on close(): disconnect it here.
+        self.client.close()
+        self.client.connection_pool.disconnect()
+
+    async def aclose(self) -> None:
+        """Close this event loop's async client, then `close`."""
+        client = self._aclients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+            await client.connection_pool.disconnect()
+        self.close()
+
     def _flush(self, client: _Client) -> None:
         claimed = self._claim()
         try:

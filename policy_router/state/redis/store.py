@@ -24,9 +24,8 @@ process lives. Health falls back to this process's own view; the router's observ
 told `StoreLost` once per outage (a WARNING line by default) and `StoreBack` when the
 store, trying again every `retry_every` seconds, finds Redis answering.
 
-Budgets are as durable as Redis is: run it with `appendonly yes` (and `appendfsync always`
-to lose no acknowledged write when it is killed), or a restarted Redis starts every
-budget from zero.
+Budgets are as durable as Redis is: run it with `appendonly yes` (`appendfsync always` to
+lose no acknowledged write when it is killed), or a restarted Redis starts every budget at 0.
 """
 
 from __future__ import annotations
@@ -61,7 +60,6 @@ _Client = Any
 __all__ = ["RedisStore"]
 
 
-
 class RedisStore:
     """Budgets and route health in Redis, shared by every router that uses the same keys.
 
@@ -70,12 +68,10 @@ class RedisStore:
     `policy_router:<router name>` (the `name=` given to `Router`), so routers with the same
     name share one breaker and their budgets by budget name, and differently named routers
     share nothing. Each command has `timeout` seconds to connect and to be answered (one of
-    `max_connections` pooled connections is waited for without limit); an unreachable
-    Redis is tried
-    again every `retry_every` seconds, and in between the store does not wait on it at
-    all (see the module docstring for what fails closed and what degrades). A failed probe
-    holder is forgotten after `probe_lease` seconds; a health record nobody touched for
-    `keep_health` seconds after its rest expires on the server.
+    `max_connections` pooled connections is waited for without limit); an unreachable Redis
+    is tried again every `retry_every` seconds, in between not waited on at all (see the
+    module docstring). A failed probe holder is forgotten after `probe_lease` seconds; a
+    health record nobody touched for `keep_health` seconds after its rest expires.
 
     It promises no overshoot of a cap across processes when every call's bound is finite,
     one half-open probe at a time across processes, and that every write takes effect
@@ -392,9 +388,13 @@ class RedisStore:
         return time.perf_counter() - start
 
     def close(self) -> None:
-        """Close the sync connection pool. Views made by `bind` share it and close with it;
-        async connections close with their event loop."""
-        self._link.client.close()
+        """Write what an outage held back (one try), then close the sync connection pool.
+        Views made by `bind` share it and close with it."""
+        self._link.close()
+
+    async def aclose(self) -> None:
+        """`close`, and this event loop's async connections too."""
+        await self._link.aclose()
 
     def __repr__(self) -> str:
         return f"RedisStore({self._link.where!r}, namespace={self.namespace!r})"
