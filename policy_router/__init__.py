@@ -31,6 +31,7 @@ from .policies.breaker import Breaker, RestClosed, RestOpened
 from .policies.budget import Budget, Spending
 from .policies.capabilities import Capabilities
 from .policies.order import Fastest, Order, OrderContext, Ordering
+from .policies.orderings import register_ordering, unregister_ordering
 from .policies.price_table import PriceTable
 from .policies.prices import Price
 from .policies.requirements import Requirements
@@ -102,4 +103,6 @@ __all__ = [
     "Window",
     "read_attempts",
     "read_skips",
+    "register_ordering",
+    "unregister_ordering",
 ]

@@ -34,10 +34,11 @@ from .observe import overview
 from .observe.observers import AttemptLog, LogObserver, Observer, fan_out
 from .observe.report import History, Report
 from .observe.report import read as read_report
-from .policies.breaker import Breaker, HealthBook
+from .policies.breaker import Breaker, HealthBook, counting_for
 from .policies.budget import Budget, Ledger, Spending
 from .policies.candidate import candidate_for
-from .policies.order import Order, Ordering, choose
+from .policies.order import Order, Ordering
+from .policies.orderings import choose
 from .policies.retry import Retry
 from .state.memory import InMemoryStore
 from .state.store import Health, Store
@@ -132,6 +133,7 @@ class Router(LiteLLMFace):
             name, self._clock, self._emit
         )
         self._ledger = Ledger(budget, self._store) if budget is not None else None
+        breaker = breaker or counting_for([default, *orders.values()])
         self._health = HealthBook(breaker, self._store, self._emit) if breaker else None
         self._restart = stream_failure == "restart"
         self._on_restart = on_restart

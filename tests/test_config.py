@@ -85,7 +85,7 @@ def test_a_policy_dict_builds_a_working_router(
         (lambda p: p.update(brekaer={}), "brekaer: unknown key"),
         (
             lambda p: p["groups"]["smart"].update(order="random"),
-            "groups.smart.order: Input should be",
+            "groups.smart.order: 'random' is not an ordering; use one of: as_listed",
         ),
         (lambda p: p.update(deadline=0), "deadline: Input should be greater than 0"),
         (

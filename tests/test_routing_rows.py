@@ -1,14 +1,43 @@
 """The routing rows of a long-lived router: explain changes nothing, round robin moves on
-only when a request is sent, and a route can be switched off."""
+only when a request is sent, a route can be switched off, HEALTHIEST counts without a
+breaker, sticky preference, and orderings registered by name."""
 
 from __future__ import annotations
 
-import pytest
+import os
+from collections.abc import Sequence
+from pathlib import Path
 
-from policy_router import Check, NoRouteError, Order, Router
-from policy_router.testing import FakeProvider
+import pytest
+import yaml
+
+from policy_router import (
+    Check,
+    ConfigError,
+    NoRouteError,
+    Order,
+    OrderContext,
+    PriceTable,
+    Router,
+    register_ordering,
+    unregister_ordering,
+)
+from policy_router.policies.candidate import Candidate
+from policy_router.testing import Fail, FakeProvider
 
 from .conftest import MESSAGES, fake_route
+
+PRICES = PriceTable.from_dict(
+    {
+        "currency": "USD",
+        "as_of": "2026-11-01",
+        "source": "test",
+        "models": {
+            f"openai/{n}": {"input": p, "output": p}
+            for n, p in (("cheap", "1"), ("mid", "2"), ("pricey", "3"), ("top", "4"))
+        },
+    }
+)
 
 
 def _answered(router: Router) -> str:
@@ -41,16 +70,150 @@ def test_a_disabled_route_is_skipped_with_disabled(fake: FakeProvider) -> None:
     routed = router.route(model="g", messages=MESSAGES)
     assert routed.route.name == "openai/b" and fake.requests("a") == 0
     (skip,) = routed.journey.skips
-    assert (skip.route, skip.check, skip.reason) == ("openai/a", Check.ENABLED, "disabled (enabled=False on the route)")
+    assert (skip.route, skip.check, skip.reason) == (
+        "openai/a",
+        Check.ENABLED,
+        "disabled (enabled=False on the route)",
+    )
     assert "enabled" not in fake.bodies("b")[0]
-    config = {"groups": {"g": {"routes": [
-        {"model": "openai/a", "api_base": fake.base_url, "api_key": "k", "enabled": False,
-         "capabilities": {"tools": True}},
-        {"model": "openai/b", "api_base": fake.base_url, "api_key": "k", "capabilities": {"tools": True}},
-    ]}}}
+    config = {
+        "groups": {
+            "g": {
+                "routes": [
+                    {
+                        "model": "openai/a",
+                        "api_base": fake.base_url,
+                        "api_key": "k",
+                        "enabled": False,
+                        "capabilities": {"tools": True},
+                    },
+                    {
+                        "model": "openai/b",
+                        "api_base": fake.base_url,
+                        "api_key": "k",
+                        "capabilities": {"tools": True},
+                    },
+                ]
+            }
+        }
+    }
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from_file = Router.from_config(config)
     assert from_file.route(model="g", messages=MESSAGES).route.name == "openai/b"
+
+
+def test_healthiest_without_a_breaker_still_counts_failures(fake: FakeProvider) -> None:
+    """Without a breaker, HEALTHIEST ranks by failures all the same (a breaker that counts
+    and never rests): a route that failed goes to the back; nothing rests."""
+    fake.script("a", Fail(503), Fail(503))
+    router = Router([fake_route(fake, n) for n in "ab"], order=Order.HEALTHIEST)
+    assert _answered(router) == "openai/b"  # a failed, b answered
+    assert _answered(router) == "openai/b"  # a has one failure now: b first
+    assert fake.requests("a") == 1 and router.resting() == {}
+    assert router.health()["openai/a"].failures == 1
+    assert "overloaded" in router.health()["openai/a"].last_error
+
+
+def test_sticky_tries_the_given_routes_first_then_the_wrapped_ordering(
+    fake: FakeProvider,
+) -> None:
+    router = Router(
+        [fake_route(fake, n, prices=PRICES) for n in ("pricey", "cheap", "mid", "top")],
+        order=Order.sticky(["openai/top", "openai/mid"], then=Order.CHEAPEST),
+    )
+    explained = router.explain(model="g", messages=MESSAGES, max_tokens=10)
+    assert [v.route for v in explained.verdicts] == [
+        "openai/top",
+        "openai/mid",
+        "openai/cheap",
+        "openai/pricey",
+    ]
+    fake.script("top", Fail(503))
+    assert _answered(router) == "openai/mid"
+
+
+@pytest.mark.parametrize(
+    ("ids", "says"),
+    [
+        ([], "non-empty list"),
+        ("openai/a", "non-empty list"),
+        (["openai/a", " "], r"ids\[1\] is blank"),
+        (["openai/a", "openai/a"], r"\['openai/a'\] given more than once"),
+        (["openai/nope"], r"names no route called \['openai/nope'\]"),
+    ],
+)
+def test_sticky_refuses_blank_repeated_and_unknown_ids(
+    fake: FakeProvider, ids: object, says: str
+) -> None:
+    with pytest.raises(ConfigError, match=says):
+        Router([fake_route(fake, "a")], order=Order.sticky(ids))  # type: ignore[arg-type]
+
+
+class Recording:
+    """A registered ordering: as listed, noting what it is told."""
+
+    def __init__(self) -> None:
+        self.dispatched: list[str] = []
+        self.results: list[tuple[str, str]] = []
+
+    def order(self, candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]:
+        return list(reversed(candidates))
+
+    def on_result(self, route: str, outcome: str, elapsed: float) -> None:
+        self.results.append((route, outcome))
+
+    def on_dispatch(self, route: str) -> None:
+        self.dispatched.append(route)
+
+
+def test_a_registered_ordering_is_usable_by_name_and_told_of_dispatch(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    made: list[Recording] = []
+
+    def factory() -> Recording:
+        made.append(Recording())
+        return made[-1]
+
+    register_ordering("backwards", factory)
+    try:
+        fake.script("b", Fail(503))
+        router = Router([fake_route(fake, n) for n in "ab"], order="backwards")
+        assert _answered(router) == "openai/a"
+        assert made[0].dispatched == ["openai/b", "openai/a"]
+        assert made[0].results == [("openai/b", "server_error"), ("openai/a", "answered")]
+        path = tmp_path / "policy.yaml"
+        route = {"api_base": fake.base_url, "api_key": "os.environ/BACKWARDS_KEY"}
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "groups": {
+                        "g": {
+                            "order": "backwards",
+                            "routes": [
+                                {"model": f"openai/{n}", **route, "capabilities": {"tools": True}}
+                                for n in "xy"
+                            ],
+                        }
+                    }
+                }
+            )
+        )
+        os.environ["BACKWARDS_KEY"] = "sk-test-backwards"
+        assert _answered(Router.from_config(path)) == "openai/y"
+        assert len(made) == 2  # one ordering per router
+    finally:
+        unregister_ordering("backwards")
+        os.environ.pop("BACKWARDS_KEY", None)
+    with pytest.raises(ConfigError, match="'backwards' is not an ordering"):
+        Router([fake_route(fake, "a")], order="backwards")
+
+
+def test_register_ordering_refuses_built_in_and_odd_names() -> None:
+    with pytest.raises(ConfigError, match="built-in"):
+        register_ordering("cheapest", Recording)
+    with pytest.raises(ConfigError, match="lower case"):
+        register_ordering("My Order", Recording)

@@ -20,10 +20,11 @@ import warnings
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.functional_validators import AfterValidator
 
 from ..drive import model_info
 from ..ground import catalog
@@ -35,6 +36,7 @@ from ..observe.observers import AttemptLog
 from ..policies.breaker import Breaker
 from ..policies.budget import Budget
 from ..policies.order import Order
+from ..policies.orderings import named
 from ..policies.price_table import PriceTable, _parse
 from ..policies.retry import Retry
 from .litellm import ENV_PREFIX, Loaded, from_environment, secret
@@ -96,7 +98,7 @@ class RouteSpec(BaseModel):
 
 
 class GroupSpec(_Strict):
-    order: Order = Order.AS_LISTED
+    order: Annotated[str, AfterValidator(named)] = Order.AS_LISTED.value
     routes: list[RouteSpec] = Field(min_length=1)
 
 
@@ -260,7 +262,7 @@ def routes_and_policies(
     tables = _tables(spec, base)
     missing: list[str] = []
     routes: list[Route] = []
-    orders: dict[str, Order] = {}
+    orders: dict[str, str] = {}
     for group, gspec in spec.groups.items():
         orders[group] = gspec.order
         for i, r in enumerate(gspec.routes):

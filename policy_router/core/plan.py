@@ -92,7 +92,7 @@ class Plan(Outcomes):
         settings: Mapping[str, Any] | None = None,
         frame: Callable[[object], None] | None = None,
         secrets: tuple[str, ...] | None = None,
-        on_dispatch: Callable[[], None] | None = None,
+        on_dispatch: Callable[[str, int], None] | None = None,
     ) -> None:
         self.group = group
         # Every secret of the group's routes: taken out of whatever the request raises.
@@ -233,8 +233,8 @@ class Plan(Outcomes):
                 timeout = length if timeout is None else min(timeout, length)
             self._tried_in_round = True
             self._attempts += 1
-            if self._attempts == 1 and self._on_dispatch is not None:
-                self._on_dispatch()  # round robin moves on at a request's first send
+            if self._on_dispatch is not None:
+                self._on_dispatch(candidate.name, self._attempts)  # round robin moves on
             if self._frame is not None:
                 self._frame(
                     AttemptStarted(

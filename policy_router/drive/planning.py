@@ -206,14 +206,19 @@ class Planner:
         turn = self._turns[group]
         return arrange(self.order_of(group), OrderContext(group, facts, self._clock.now(), turn))
 
-    def _dispatched(self, group: str) -> Callable[[], None]:
-        """What moves the group's turn on when a request's first attempt is sent."""
+    def _dispatched(self, group: str) -> Callable[[str, int], None]:
+        """What is told as each attempt is sent: the group's turn moves on at a request's
+        first, and an ordering with `on_dispatch(route)` hears of every one."""
+        tell = getattr(self.order_of(group), "on_dispatch", None)
 
-        def advance() -> None:
-            with self._lock:
-                self._turns[group] += 1
+        def sent(route: str, attempt: int) -> None:
+            if attempt == 1:
+                with self._lock:
+                    self._turns[group] += 1
+            if callable(tell):
+                tell(route)
 
-        return advance
+        return sent
 
     def _retry_for(self, route: Route) -> Retry | None:
         return route.retry if isinstance(route.retry, Retry) else self._retry

@@ -16,7 +16,7 @@ shared store gives every process one breaker.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -24,8 +24,9 @@ from ..ground.errors import ConfigError
 from ..ground.outcome import Fault, FaultKind
 from ..ground.records import Check, Skip
 from ..state.store import Health, Steps, Store, StoreCall
+from .order import Order
 
-__all__ = ["Breaker", "HealthBook", "RestClosed", "RestOpened"]
+__all__ = ["Breaker", "HealthBook", "RestClosed", "RestOpened", "counting_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,9 @@ class Breaker:
     cooldown: float = 30.0
     max_cooldown: float = 8 * 3600.0
     settled: float = 3600.0
+    rests: bool = True
+    """False: failures and last errors are counted (for `Order.HEALTHIEST` and `health()`)
+    and no route ever rests."""
 
     def __post_init__(self) -> None:
         if (
@@ -59,6 +63,8 @@ class Breaker:
                 raise ConfigError(f"Breaker {name} must be seconds > 0, got {value!r}")
         if self.max_cooldown < self.cooldown:
             raise ConfigError("Breaker max_cooldown must be at least cooldown")
+        if not isinstance(self.rests, bool):
+            raise ConfigError(f"Breaker rests must be True or False, got {self.rests!r}")
 
     # -- the pure transitions --------------------------------------------------------------
     def admit(self, h: Health, now: float) -> tuple[Health, str | None]:
@@ -88,6 +94,8 @@ class Breaker:
             return self.release(h)
         failures = h.failures + 1
         error = fault.message[:300]
+        if not self.rests:
+            return replace(h, failures=failures, last_error=error)
         if kind is FaultKind.ACCESS:
             rest = self.settled
         elif kind is FaultKind.RATE_LIMITED:
@@ -107,6 +115,15 @@ class Breaker:
             last_error=error,
             opened=h.opened + (h.state == "closed"),
         )
+
+
+def counting_for(orders: Sequence[object]) -> Breaker | None:
+    """A breaker that counts and never rests, for a router without one whose orderings
+    rank by failures (`Order.HEALTHIEST`, alone or after a sticky list); else None."""
+    ranked = any(
+        o is Order.HEALTHIEST or getattr(o, "then", None) is Order.HEALTHIEST for o in orders
+    )
+    return Breaker(rests=False) if ranked else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..ground.errors import ConfigError
 from ..state.store import Health
 from .bounds import RequestFacts
 
@@ -36,10 +37,10 @@ __all__ = [
     "cheapest",
     "least_busy",
     "most_headroom",
-    "choose",
     "estimate",
     "healthiest",
     "round_robin",
+    "Sticky",
 ]
 
 DEFAULT_REPLY_TOKENS = 512
@@ -68,6 +69,13 @@ class Order(StrEnum):
     MOST_HEADROOM = "most_headroom"
     """Most of its rpm/tpm left first (the tighter of the two): LiteLLM's
     `usage-based-routing`. Routes without limits count as having all their room."""
+
+    @staticmethod
+    def sticky(ids: Sequence[str], then: Order | str | Ordering = "as_listed") -> Sticky:
+        """These routes first, in this order, then the rest as `then` orders them:
+        `Order.sticky(["openai-prod", "azure-eu"], then=Order.CHEAPEST)`. Blank, repeated
+        or unknown route names are refused (unknown ones when the router is built)."""
+        return Sticky(ids, then)
 
 
 def _no_failures(route: str) -> int:
@@ -101,7 +109,8 @@ class Ordering(Protocol):
     def order(self, candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]: ...
 
     def on_result(self, route: str, outcome: str, elapsed: float) -> None:
-        """Told after every attempt: "answered" or the fault's kind, and seconds taken."""
+        """Told after every attempt: "answered" or the fault's kind, and seconds taken.
+        An ordering may also define `on_dispatch(route)`, told as each attempt is sent."""
         ...
 
 
@@ -240,26 +249,73 @@ def arrange(
     return None, lambda cs, seen: ordering.order(cs, seeing(seen))  # type: ignore[union-attr]
 
 
-def choose(order: Order | str | Ordering, routes: Sequence[Any]) -> Order | Ordering:
-    """The ordering `order` names (an `Order`, its value, or an `Ordering` object); refuses
-    an unknown name, and CHEAPEST across tables in different currencies."""
-    from ..ground.errors import ConfigError
-    from .price_table import PriceTable
+class Sticky:
+    """These route names first, in this order (those that can serve the request), then the
+    others as `then` orders them. Names are checked against the router's routes when it
+    is built: blank, repeated or unknown names are refused."""
 
-    if isinstance(order, Ordering) and not isinstance(order, str):
-        return order
-    if order == Order.FASTEST:
-        return Fastest()
-    try:
-        chosen = Order(order)
-    except ValueError:
-        names = ", ".join(o.value for o in Order)
-        raise ConfigError(f"order={order!r} is not an ordering; use one of: {names}") from None
-    if chosen is Order.CHEAPEST:
-        currencies = {r.prices.currency for r in routes if isinstance(r.prices, PriceTable)}
-        if len(currencies) > 1:
+    def __init__(self, ids: Sequence[str], then: Order | str | Ordering = Order.AS_LISTED) -> None:
+        if isinstance(ids, str) or not isinstance(ids, Sequence) or not ids:
             raise ConfigError(
-                f"order=cheapest cannot compare prices in {sorted(currencies)}; "
-                "give every route a table in one currency"
+                "Order.sticky(ids, then=...) takes a non-empty list of route names, "
+                f"got {ids!r}"
             )
-    return chosen
+        for i, name in enumerate(ids):
+            if not isinstance(name, str) or not name.strip():
+                raise ConfigError(f"Order.sticky: ids[{i}] is blank; give a route's name")
+        repeated = sorted({n for n in ids if list(ids).count(n) > 1})
+        if repeated:
+            raise ConfigError(f"Order.sticky: {repeated} given more than once")
+        if isinstance(then, Sticky):
+            raise ConfigError("Order.sticky(then=...) cannot be another sticky ordering")
+        self.ids = tuple(ids)
+        self.then: Any = then
+        self.reads_health = then is Order.HEALTHIEST or (
+            not isinstance(then, Order) and getattr(then, "reads_health", True)
+        )
+
+    def bound(self, names: set[str], then: Order | Ordering) -> Sticky:
+        """This ordering for a router whose routes have `names`; `then` as `choose` made it."""
+        unknown = [n for n in self.ids if n not in names]
+        if unknown:
+            raise ConfigError(
+                f"Order.sticky names no route called {unknown}; routes are {sorted(names)}"
+            )
+        if isinstance(then, Order) and then in (Order.LEAST_BUSY, Order.MOST_HEADROOM):
+            raise ConfigError(
+                f"Order.sticky(then={then.value!r}) is not supported: the rate windows it "
+                "reads are fetched for a group's own ordering only; use cheapest, "
+                "round_robin, healthiest, fastest or your own"
+            )
+        return Sticky(self.ids, then)
+
+    def order(self, candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]:
+        by_name = {c.name: c for c in candidates}
+        first = [by_name[n] for n in self.ids if n in by_name]
+        rest = [c for c in candidates if c.name not in self.ids]
+        return first + self._rest(rest, context)
+
+    def _rest(self, rest: list[Candidate], context: OrderContext) -> list[Candidate]:
+        then = self.then
+        if then is Order.AS_LISTED:
+            return rest
+        if then is Order.CHEAPEST:
+            return cheapest(rest, context.facts) if context.facts is not None else rest
+        if then is Order.ROUND_ROBIN:
+            return round_robin(rest, context)
+        if then is Order.HEALTHIEST:
+            return healthiest(rest, context)
+        return list(then.order(rest, context))
+
+    def on_result(self, route: str, outcome: str, elapsed: float) -> None:
+        if not isinstance(self.then, Order):
+            self.then.on_result(route, outcome, elapsed)
+
+    def on_dispatch(self, route: str) -> None:
+        tell = getattr(self.then, "on_dispatch", None)
+        if callable(tell):
+            tell(route)
+
+    def __repr__(self) -> str:
+        then = self.then.value if isinstance(self.then, Order) else type(self.then).__name__
+        return f"Order.sticky({list(self.ids)!r}, then={then})"
