@@ -10,6 +10,7 @@ every endpoint, which is data (`endpoints/`).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date
 from pathlib import Path
@@ -270,10 +271,15 @@ class Router(LiteLLMFace):
         return self._ledger.spending()
 
     def health(self) -> dict[str, Health]:
-        """Every route's health record by name (closed and untouched routes included)."""
+        """Every route's health record by name (closed and untouched routes included), with
+        `rest_left`: the seconds of rest left now."""
         self._open()
-        known = self._store.all_health()
-        return {r.name: known.get(r.name, Health()) for r in self._routes}
+        known, now = self._store.all_health(), self._clock.now()
+        return {
+            r.name: replace(h, rest_left=max(h.rest_until - now, 0.0)) if h.rest_until else h
+            for r in self._routes
+            for h in (known.get(r.name, Health()),)
+        }
 
     def usage(self) -> dict[str, Window]:
         """Every route's rate window now: requests and tokens in the last minute, calls in
@@ -293,11 +299,10 @@ class Router(LiteLLMFace):
 
     def resting(self) -> dict[str, float]:
         """Routes resting now, by name, with the seconds of rest left."""
-        now = self._clock.now()
         return {
-            name: h.rest_until - now
+            name: h.rest_left
             for name, h in self.health().items()
-            if h.state == "open" and h.rest_until > now
+            if h.state == "open" and h.rest_left > 0
         }
 
     def reset(self, route: str | None = None) -> None:

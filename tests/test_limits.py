@@ -714,7 +714,9 @@ def test_a_burst_across_four_processes_through_redis_gets_no_429(
     assert sum(ended.values()) == 120
     if wait:
         assert sent <= 60 and ended["answered"] <= sent
-        assert set(ended) <= {"answered", "deadline"}
+        # A window the store cannot answer in time fails closed: that call is refused at
+        # once, nothing sent (on a busy machine Redis may be that slow).
+        assert set(ended) <= {"answered", "deadline", "refused"}
         # An attempt cut by its deadline while in flight is counted (and charged) as sent;
         # on a busy machine it may never have arrived: the provider saw at most the attempts.
         assert fake.refused() == 0 and ended["answered"] <= fake.requests() <= sent

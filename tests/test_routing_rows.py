@@ -12,8 +12,11 @@ import pytest
 import yaml
 
 from policy_router import (
+    AllRestingError,
+    Breaker,
     Check,
     ConfigError,
+    ManualClock,
     NoRouteError,
     Order,
     OrderContext,
@@ -217,3 +220,33 @@ def test_register_ordering_refuses_built_in_and_odd_names() -> None:
         register_ordering("cheapest", Recording)
     with pytest.raises(ConfigError, match="lower case"):
         register_ordering("My Order", Recording)
+
+
+def test_a_rest_is_told_where_it_started_and_how_long_is_left(fake: FakeProvider) -> None:
+    """The failing attempt that opened the breaker records the rest it started; health()
+    gives the seconds left; AllRestingError names each route's last error."""
+    clock = ManualClock()
+    fake.script("a", Fail(503, "upstream a is down"))
+    fake.script("b", Fail(502, "upstream b is down"))
+    router = Router(
+        [fake_route(fake, n) for n in "ab"], breaker=Breaker(failures=1, cooldown=30), clock=clock
+    )
+    with pytest.raises(Exception) as failed:
+        router.completion(model="g", messages=MESSAGES)
+    journey = failed.value.journey  # type: ignore[attr-defined]
+    assert [a.rested for a in journey.attempts] == [30.0, 30.0]
+    assert "(next route; it rests 30.0 s)" in str(journey)
+    clock.advance(12)
+    health = router.health()
+    assert health["openai/a"].rest_left == pytest.approx(18.0)
+    assert router.resting() == {"openai/a": pytest.approx(18.0), "openai/b": pytest.approx(18.0)}
+    with pytest.raises(AllRestingError) as resting:
+        router.completion(model="g", messages=MESSAGES)
+    assert resting.value.last_errors == {
+        "openai/a": "upstream a is down",
+        "openai/b": "upstream b is down",
+    }
+    assert "last errors: openai/a: upstream a is down; openai/b: upstream b is down" in str(
+        resting.value
+    )
+    assert fake.requests() == 2

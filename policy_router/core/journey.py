@@ -52,6 +52,8 @@ class Attempt:
     """The model the provider says answered (its `model` field), when it said."""
     group: str = field(default="", compare=False)
     journey_id: str = field(default="", compare=False)
+    rested: float = 0.0
+    """The seconds of rest this failure started for the route (0.0 when it started none)."""
 
     @property
     def ok(self) -> bool:
@@ -69,7 +71,8 @@ class Attempt:
             status = f"{self.status} " if self.status else ""
             why = f": {_short(self.error)}" if self.error else ""
             text = f"tried {self.route}: {status}{self.outcome.replace('_', ' ')}{why}"
-            text += f" ({self.then})" if self.then else ""
+            rest = f"; it rests {self.rested:.1f} s" if self.rested else ""
+            text += f" ({self.then}{rest})" if self.then else rest
         if self.wait:
             text = f"after waiting {self.wait:.2f} s, {text}"
         return text

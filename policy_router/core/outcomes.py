@@ -160,8 +160,11 @@ class Outcomes:
                 self._stop = fault
             return
         then = self._after(send, fault)
-        self._record(self._failure(send, fault, then))
-        yield from self._fault_seen(send, fault)
+
+        def record(rested: float) -> None:
+            self._record(replace(self._failure(send, fault, then), rested=rested))
+
+        yield from self._fault_seen(send, fault, record)
 
     def abandoned(self, send: Send) -> None:
         """The deadline passed while a sync call was still running on its worker.
@@ -207,11 +210,17 @@ class Outcomes:
                     send.route.name, _redacted(send, fault), self._clock.now(), send.token
                 )
 
-    def _fault_seen(self, send: Send, fault: Fault) -> Steps[None]:
+    def _fault_seen(
+        self, send: Send, fault: Fault, record: Callable[[float], None]
+    ) -> Steps[None]:
+        """Tell the breaker, `record` the attempt with the rest it started, then tell the
+        ordering."""
         if self._health is not None:
             yield from self._health.failed(
-                send.route.name, _redacted(send, fault), self._clock.now(), send.token
+                send.route.name, _redacted(send, fault), self._clock.now(), send.token, record
             )
+        else:
+            record(0.0)
         if self._on_result is not None:
             self._on_result(send.route.name, fault.kind.value, self._since(send))
         self._last_fault = fault
@@ -247,8 +256,9 @@ class Outcomes:
         """
         cost = yield from self._settle(send, usage)
         yield from self._end_slot(send, self._billed(send, usage))
+        rested = 0.0
         if self._health is not None:
-            yield from self._health.failed(
+            rested = yield from self._health.failed(
                 send.route.name, _redacted(send, fault), self._clock.now(), send.token
             )
         self._answered = None
@@ -257,7 +267,9 @@ class Outcomes:
         if not restarting:
             self._stop = fault
         then = "restarted from scratch on the next route" if restarting else "raised in the stream"
-        failed = replace(self._failure(send, fault, then, cost), usage=usage, streamed=True)
+        failed = replace(
+            self._failure(send, fault, then, cost), usage=usage, streamed=True, rested=rested
+        )
         self._emit(failed)
         if not self._replace_answer(send, lambda _: failed):
             self._steps.append(failed)

@@ -100,10 +100,13 @@ def unanswered(
         )
     if resting and not last:
         wakes_in = min(float(s.detail.get("rest_left", 0.0)) for s in resting)
+        last_errors = {s.route: str(s.detail.get("last_error") or "") for s in resting}
+        said = "; ".join(f"{route}: {error}" for route, error in last_errors.items() if error)
         return AllRestingError(
             f"every route that could serve group {journey.group!r} is resting; the first "
-            f"wakes in {wakes_in:.1f} s: {reasons}",
+            f"wakes in {wakes_in:.1f} s: {reasons}" + (f"; last errors: {said}" if said else ""),
             wakes_in=wakes_in,
             journey=journey,
+            last_errors=last_errors,
         )
     return NoRouteError(message, journey=journey)

@@ -92,14 +92,25 @@ class OverBudgetError(NoRouteError):
 class AllRestingError(NoRouteError):
     """Every route that could serve is resting after failures; transient.
 
-    `wakes_in` is how many seconds until the first of them may be tried again.
+    `wakes_in` is how many seconds until the first of them may be tried again;
+    `last_errors` is each resting route's last error (secrets redacted), by route name,
+    and the message names them too.
     """
 
     wakes_in: float
+    last_errors: dict[str, str]
 
-    def __init__(self, message: str, *, wakes_in: float, journey: Any = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        wakes_in: float,
+        journey: Any = None,
+        last_errors: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message, journey=journey)
         self.wakes_in = wakes_in
+        self.last_errors = dict(last_errors or {})
 
 
 class RateLimitedError(NoRouteError, litellm.exceptions.RateLimitError):

@@ -177,7 +177,11 @@ class HealthBook:
             route,
             Check.BREAKER,
             reason,
-            {"rest_left": max(h.rest_until - now, 0.0), "failures": h.failures},
+            {
+                "rest_left": max(h.rest_until - now, 0.0),
+                "failures": h.failures,
+                "last_error": h.last_error,
+            },
         )
 
     def release(self, route: str, token: str = "") -> Steps[None]:
@@ -198,7 +202,17 @@ class HealthBook:
         if before is not None and before.state != "closed":
             self._emit(RestClosed(route, before.failures))
 
-    def failed(self, route: str, fault: Fault, now: float, token: str = "") -> Steps[None]:
+    def failed(
+        self,
+        route: str,
+        fault: Fault,
+        now: float,
+        token: str = "",
+        first: Callable[[float], None] | None = None,
+    ) -> Steps[float]:
+        """Record a fault; returns the seconds of rest it started (0.0 when none). `first`
+        is told that figure before observers hear `RestOpened`, so the attempt's own record
+        (which carries it) comes before the rest it caused."""
         before: Health | None = None
 
         def change(h: Health) -> Health:
@@ -209,7 +223,11 @@ class HealthBook:
         after: Health = yield StoreCall(
             "update_health", (route, change), _op(token, "failed"), write=True
         )
-        if after.state == "open" and before is not None and before.state != "open":
+        opened = after.state == "open" and before is not None and before.state != "open"
+        rest = after.rest if opened else 0.0
+        if first is not None:
+            first(rest)
+        if opened and before is not None:
             self._emit(
                 RestOpened(
                     route,
@@ -219,6 +237,7 @@ class HealthBook:
                     first=before.state == "closed",
                 )
             )
+        return rest
 
 
 def _op(token: str, what: str) -> dict[str, str]:

@@ -74,7 +74,8 @@ class Health:
     """One route's health record, on the router's clock.
 
     `state` is "closed", "open" or "half_open". `rest_until` is when an open route may be
-    probed; `rest` is the length of the last rest (doubled on a failed probe); `probing`
+    probed, on the router's clock, and `rest_left` how long that is from when the record
+    was read; `rest` is the length of the last rest (doubled on a failed probe); `probing`
     is True while one request holds the half-open probe.
     """
 
@@ -85,6 +86,9 @@ class Health:
     probing: bool = False
     last_error: str = ""
     opened: int = 0
+    rest_left: float = field(default=0.0, compare=False)
+    """Seconds of rest left when the record was read by `router.health()` (0.0 when the
+    route may be tried); the stores keep `rest_until`, on the router's clock."""
 
 
 @dataclass(frozen=True, slots=True)
