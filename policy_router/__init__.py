@@ -5,6 +5,7 @@ The public names are re-exported here; everything else is private to the package
 
 from loguru import logger as _logger
 
+from .config.changes import Changes, Reconfigured
 from .core.journey import Attempt, Explanation, Journey, Routed, Verdict, Waited
 from .drive.preflight import Verdict as PreflightVerdict
 from .drive.stream import AsyncRoutedStream, RoutedStream, StreamRestart
@@ -55,6 +56,7 @@ __all__ = [
     "Budget",
     "Capabilities",
     "Capability",
+    "Changes",
     "Check",
     "Clock",
     "ConfigError",
@@ -79,6 +81,7 @@ __all__ = [
     "PriceTable",
     "RateLimitedError",
     "Reach",
+    "Reconfigured",
     "RedisStore",
     "RefusedError",
     "Requirements",

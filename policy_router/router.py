@@ -9,46 +9,36 @@ every endpoint, which is data (`endpoints/`).
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import replace
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
+from .config.assembly import Assembly, assemble
+from .config.changes import Changes, Reconfigured, diff
+from .config.inspection import Inspection
 from .core.journey import Explanation, Routed
 from .core.plan import Plan
-from .core.validate import check_policies
-from .drive import calls, model_info, settings
+from .drive import calls
 from .drive.face import LiteLLMFace
-from .drive.planning import Planner
-from .drive.preflight import Verdict as PreflightVerdict
-from .drive.preflight import embeds_only, preflight_route, problems, rest_denied
 from .drive.stream import StreamRestart
 from .endpoints import Endpoint
 from .endpoints import endpoint as endpoint_named
-from .ground.clock import Clock, MonotonicClock
-from .ground.deadline import check_seconds
+from .ground.clock import Clock
 from .ground.errors import ConfigError, RouterClosedError
-from .ground.route import Route, unique_names
+from .ground.route import Route
 from .observe import overview
-from .observe.observers import AttemptLog, LogObserver, Observer, fan_out
-from .observe.report import History, Report
-from .observe.report import read as read_report
-from .policies.breaker import Breaker, HealthBook, counting_for
-from .policies.budget import Budget, Ledger, Spending
-from .policies.candidate import candidate_for
+from .observe.observers import Observer
+from .policies.breaker import Breaker
+from .policies.budget import Budget
 from .policies.order import Order, Ordering
-from .policies.orderings import choose
 from .policies.retry import Retry
-from .state.memory import InMemoryStore
-from .state.store import Health, Store
-from .state.windows import Window
+from .state.store import Store
 
 __all__ = ["Router"]
 
 
-class Router(LiteLLMFace):
+class Router(LiteLLMFace, Inspection):
     """Routes LiteLLM calls across groups of routes, by policy, and says why.
 
     Build it from `Route`s; call `completion`/`acompletion` (or `embedding`, `responses`,
@@ -97,65 +87,45 @@ class Router(LiteLLMFace):
         quiet_litellm: bool = True,
         wait_for_capacity: bool = False,
     ) -> None:
-        routes = list(routes)
-        if not routes:
-            raise ConfigError("Router needs at least one Route, got none")
-        for i, r in enumerate(routes):
-            if not isinstance(r, Route):
-                raise ConfigError(
-                    f"routes[{i}] must be a Route, got {type(r).__name__}; "
-                    "write Route('provider/model', group=...)"
-                )
-        check_policies(budget, breaker, retry, store, name, stream_failure, on_restart)
-        self._routes = tuple(unique_names(routes))
-        self._clock: Clock = clock or MonotonicClock()
-        settings.check_globals()
-        if quiet_litellm:
-            settings.silence_banner()
-        if isinstance(order, Mapping):
-            unknown = set(order) - {r.group for r in self._routes}
-            if unknown:
-                raise ConfigError(f"order names groups no route is in: {sorted(unknown)}")
-            orders = {g: choose(o, self._routes) for g, o in order.items()}
-            default: Order | Ordering = Order.AS_LISTED
-        else:
-            orders, default = {}, choose(order, self._routes)
-        self.name = name
+        self._lock = threading.Lock()  # one reconfiguration at a time
         self._notes: tuple[str, ...] = ()
+        self._source: tuple[Any, Mapping[str, Any]] | None = None  # from_config's file
         self._closed = False
         self._owned: list[Any] = []  # what the router created, and so closes (from_config)
-        self._observers = tuple(observers or ())
-        # A request's start and end (events.py) go only to the caller's observers that may
-        # want them (not the built-in ones), and when there are none nothing is built.
-        framed = [o for o in self._observers if not isinstance(o, AttemptLog)]
-        self._history = History()
-        self._emit = fan_out([LogObserver(), self._history, *self._observers])
-        self._store: Store = (store if store is not None else InMemoryStore()).bind(
-            name, self._clock, self._emit
+        self._now = assemble(
+            {
+                "routes": routes,
+                "name": name,
+                "order": order,
+                "budget": budget,
+                "breaker": breaker,
+                "retry": retry,
+                "deadline": deadline,
+                "store": store,
+                "observers": observers,
+                "clock": clock,
+                "stream_failure": stream_failure,
+                "on_restart": on_restart,
+                "quiet_litellm": quiet_litellm,
+                "wait_for_capacity": wait_for_capacity,
+            }
         )
-        self._ledger = Ledger(budget, self._store) if budget is not None else None
-        breaker = breaker or counting_for([default, *orders.values()])
-        self._health = HealthBook(breaker, self._store, self._emit) if breaker else None
-        self._restart = stream_failure == "restart"
-        self._on_restart = on_restart
-        self._planner = Planner(
-            [candidate_for(r, *model_info.model_info(r)) for r in self._routes],
-            order=default,
-            orders=orders,
-            ledger=self._ledger,
-            health=self._health,
-            retry=retry,
-            deadline=check_seconds(deadline, "deadline"),
-            store=self._store,
-            clock=self._clock,
-            emit=self._emit,
-            wait_for_capacity=bool(wait_for_capacity),
-            frame=fan_out(framed) if framed else None,
-        )
-        for observer in self._observers:
+        self._attach(self._now.observers)
+
+    def _attach(self, observers: Sequence[Observer]) -> None:
+        for observer in observers:
             attach = getattr(observer, "attach", None)
             if callable(attach):
                 attach(self)  # an observer that reads the router (OTelObserver's gauges)
+
+    @property
+    def name(self) -> str:
+        """The router's name: routers of one name share their store's health and spend."""
+        return self._now.name
+
+    @property
+    def _clock(self) -> Clock:
+        return self._now.clock
 
     @classmethod
     def from_config(cls, config: str | Path | Mapping[str, Any], **overrides: Any) -> Router:
@@ -168,7 +138,9 @@ class Router(LiteLLMFace):
         """
         from .config.policy_file import load
 
-        return cls._loaded(load(config), overrides)
+        router = cls._loaded(load(config), overrides)
+        router._source = (config, dict(overrides))
+        return router
 
     @classmethod
     def from_litellm_model_list(
@@ -195,6 +167,53 @@ class Router(LiteLLMFace):
         if "store" in loaded.policies and "store" not in overrides:
             router._owned.append(loaded.policies["store"])  # built from the file's URL
         return router
+
+    # -- changing a running router ---------------------------------------------------------
+    def reconfigure(self, **changes: Any) -> Changes:
+        """Change any constructor argument (`routes=`, `order=`, `budget=`, `breaker=`, ...)
+        while the router runs, keeping what it learned; returns what changed.
+
+        Everything is validated first, with the constructor's errors: a change that fails
+        leaves the router exactly as it was. The swap is atomic: a request in flight
+        finishes under the configuration it started with, the next one sees the new one.
+        Health, rate windows and spend stay in the store, by route name and budget name;
+        a group whose routes and ordering are unchanged keeps its round-robin turn, and an
+        unchanged ordering keeps its object (FASTEST's statistics). A route whose name is
+        gone is forgotten (its health reset); a new name starts fresh. Observers are told
+        `Reconfigured(changes)`.
+        """
+        self._open()
+        with self._lock:
+            before = self._now
+            after = assemble({**before.args, **changes}, before)
+            found = diff(before.routes, before.args["order"], after.routes, after.args["order"])
+            for name in found.routes_removed:
+                after.store.reset_health(name)
+            self._now = after
+            if after.observers is not before.observers:
+                self._attach([o for o in after.observers if o not in before.observers])
+        after.emit(Reconfigured(found))
+        return found
+
+    def reload(self) -> Changes:
+        """Read the file this router was built from (`Router.from_config`) again and apply it
+        with `reconfigure`. A store the file names is kept while its address is unchanged."""
+        from .config.policy_file import load
+
+        if self._source is None:
+            raise ConfigError("reload() needs a router built with Router.from_config(path)")
+        config, overrides = self._source
+        loaded = load(config)
+        if loaded.missing:
+            raise ConfigError("; ".join(loaded.missing))
+        policies = {**loaded.policies, **overrides}
+        built, held = policies.get("store"), self._now.args["store"]
+        if built is not None and repr(built) == repr(held):
+            built.close()  # the same address: keep the store the router holds
+            policies["store"] = held
+        found = self.reconfigure(routes=loaded.routes, **policies)
+        self._notes = tuple(loaded.notes)
+        return found
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
@@ -243,133 +262,27 @@ class Router(LiteLLMFace):
     @property
     def routes(self) -> tuple[Route, ...]:
         """Every route, in the order given (names made unique)."""
-        return self._routes
+        return self._now.routes
 
     @property
     def groups(self) -> dict[str, tuple[Route, ...]]:
         """Group name → its routes, in written order."""
-        return {g: tuple(c.route for c in cs) for g, cs in self._planner.groups.items()}
-
-    def unusable(self) -> dict[str, str]:
-        """Routes no request can use, by name, each with why and what to do about it."""
-        return {
-            c.name: c.capabilities.why_unknown
-            for cs in self._planner.groups.values()
-            for c in cs
-            if not c.capabilities.known
-        }
-
-    def spending(self) -> Spending:
-        """The budget's account: spent, reserved, left, calls, and whether it is exact.
-
-        With a shared store that cannot be reached it raises `StoreUnavailableError`
-        rather than report a figure it could not read.
-        """
-        self._open()
-        if self._ledger is None:
-            raise ConfigError("this router has no budget; build it with budget=Budget(...)")
-        return self._ledger.spending()
-
-    def health(self) -> dict[str, Health]:
-        """Every route's health record by name (closed and untouched routes included), with
-        `rest_left`: the seconds of rest left now."""
-        self._open()
-        known, now = self._store.all_health(), self._clock.now()
-        return {
-            r.name: replace(h, rest_left=max(h.rest_until - now, 0.0)) if h.rest_until else h
-            for r in self._routes
-            for h in (known.get(r.name, Health()),)
-        }
-
-    def usage(self) -> dict[str, Window]:
-        """Every route's rate window now: requests and tokens in the last minute, calls in
-        flight, when the next slot frees (shared through the store)."""
-        self._open()
-        return dict(self._store.windows([r.name for r in self._routes]))
-
-    def report(self, since: float | None = 3600.0) -> Report:
-        """Per route over the last `since` seconds (None: all): requests, success rate,
-        p50/p95 latency, cost, and the top skip and failure reasons. Read from the router's
-        `AttemptLog` when it has one (every process writing it), else from this process's
-        last 2,000 attempts and skips. Prints as a table; an HTML table in Jupyter."""
-        log = next((o for o in self._observers if isinstance(o, AttemptLog)), None)
-        if log is not None and log.path.exists():
-            return read_report(log.path, since)
-        return self._history.report(since)
-
-    def resting(self) -> dict[str, float]:
-        """Routes resting now, by name, with the seconds of rest left."""
-        return {
-            name: h.rest_left
-            for name, h in self.health().items()
-            if h.state == "open" and h.rest_left > 0
-        }
-
-    def reset(self, route: str | None = None) -> None:
-        """Forget the health of one route, or of all: they are closed and untried again."""
-        self._open()
-        if route is not None and route not in {r.name for r in self._routes}:
-            raise KeyError(f"no route named {route!r}")
-        self._store.reset_health(route)
-
-    def preflight(self, *, live: bool = False) -> dict[str, PreflightVerdict]:
-        """Ready, Denied(why) or Unknown(why) for every route, before any real request.
-
-        Credentials are checked with LiteLLM's environment validation, counting those the
-        route carries under every name LiteLLM reads for its provider; "denied" only when
-        a credential is surely missing, "unknown" when its SDK may find one elsewhere (an
-        AWS profile, Google's default credentials). With `live=True` a one-token request
-        (one word embedded, for an embedding route) is sent to each route, which costs a
-        little. With a breaker, a route the *live* check denied rests for the breaker's
-        `settled` time; nothing else rests a route.
-        """
-        self._open()
-        verdicts = [
-            preflight_route(r, live, embeds_only(self.capabilities(r.name))) for r in self._routes
-        ]
-        return rest_denied(self._routes, verdicts, self._health, self._store, self._clock.now())
-
-    async def apreflight(self, *, live: bool = False) -> dict[str, PreflightVerdict]:
-        """The async twin of `preflight`."""
-        self._open()
-        checks = (
-            asyncio.to_thread(preflight_route, r, live, embeds_only(self.capabilities(r.name)))
-            for r in self._routes
-        )
-        verdicts = await asyncio.gather(*checks)
-        return rest_denied(self._routes, verdicts, self._health, self._store, self._clock.now())
-
-    def check(self, *, max_age_days: int | None = None, today: date | None = None) -> list[str]:
-        """What is wrong with this router's configuration, one sentence per problem.
-
-        Settings of the file it was loaded from that are not applied (a LiteLLM
-        `model_list`'s `weight`, a proxy's `general_settings`, ...), unusable routes
-        (unknown model, nothing declared), missing credentials, routes a budget will always
-        refuse (unpriced, or priced in another currency), price tables older than
-        `max_age_days`, and a shared store that does not answer. Nothing is sent
-        to a provider (a shared store is pinged). An empty list means no problem was found,
-        not that every provider will answer: `preflight(live=True)` asks them.
-        """
-        budget = self._ledger.budget if self._ledger is not None else None
-        found = problems(self._routes, self.unusable(), budget, self._store, max_age_days, today)
-        return [*self._notes, *found]
-
-    def capabilities(self, route: str) -> frozenset[str]:
-        """What the named route can do, as capability names (the endpoints it serves too)."""
-        return self._planner.serves(route)
+        return {g: tuple(c.route for c in cs) for g, cs in self._now.planner.groups.items()}
 
     # -- the call path every LiteLLM-shaped call takes (drive.face) ---------------------
     def _route(
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> Routed[Any]:
-        spec, plan, call_kwargs = self._planned(endpoint, model, messages, kwargs)
-        return calls.call(plan, spec, call_kwargs, self._restart, self._on_restart)
+        now = self._now  # read once: the request keeps this configuration to its end
+        spec, plan, call_kwargs = self._planned(now, endpoint, model, messages, kwargs)
+        return calls.call(plan, spec, call_kwargs, now.restart, now.on_restart)
 
     async def _aroute(
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> Routed[Any]:
-        spec, plan, call_kwargs = self._planned(endpoint, model, messages, kwargs)
-        return await calls.acall(plan, spec, call_kwargs, self._restart, self._on_restart)
+        now = self._now
+        spec, plan, call_kwargs = self._planned(now, endpoint, model, messages, kwargs)
+        return await calls.acall(plan, spec, call_kwargs, now.restart, now.on_restart)
 
     def explain(
         self,
@@ -381,18 +294,18 @@ class Router(LiteLLMFace):
     ) -> Explanation:
         """The verdict for every route of the group for this request. Nothing is sent."""
         self._open()
-        return self._planner.explain(endpoint_named(endpoint), model, messages, kwargs)
+        return self._now.planner.explain(endpoint_named(endpoint), model, messages, kwargs)
 
     def _planned(
-        self, name: str, model: str | None, messages: Any, kwargs: dict[str, Any]
+        self, now: Assembly, name: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> tuple[Endpoint, Plan, dict[str, Any]]:
         self._open()
         spec = endpoint_named(name)
-        return (spec, *self._planner.plan(spec, model, messages, kwargs))
+        return (spec, *now.planner.plan(spec, model, messages, kwargs))
 
     def _repr_html_(self) -> str:
         """A table for notebooks: each route with its reach, capabilities, price, health."""
-        return overview.as_html(self._planner.groups, self.health())
+        return overview.as_html(self._now.planner.groups, self.health())
 
     def __repr__(self) -> str:
-        return overview.as_text(self._planner.groups)
+        return overview.as_text(self._now.planner.groups)

@@ -1,8 +1,9 @@
-"""`policy-router demo|check|explain|prices|report` (or `python -m policy_router ...`).
+"""`policy-router demo|check|diff|explain|prices|report` (or `python -m policy_router ...`).
 
-`demo` runs the router on an embedded FakeProvider, no keys needed; `check`, `explain` and
-`prices` read a policy file (or a LiteLLM proxy config) and send nothing (unless
-`check --preflight`); `report` reads an attempt log. Exit codes: 0 ok, 1 problems found, 2 a usage or configuration error
+`demo` runs the router on an embedded FakeProvider, no keys needed; `check`, `diff`,
+`explain` and `prices` read a policy file (or a LiteLLM proxy config) and send nothing
+(unless `check --preflight`); `diff OLD NEW` says what `Router.reload()` would change
+(exit 1 when anything would); `report` reads an attempt log. Exit codes: 0 ok, 1 problems found, 2 a usage or configuration error
 (said in one line on stderr, never a traceback), 130 interrupted.
 
 Set `LITELLM_LOCAL_MODEL_COST_MAP=True` in the environment (as `make demo` does) so that
@@ -17,9 +18,11 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..config.changes import diff
 from ..config.policy_file import load as config_load
 from ..ground.errors import ConfigError, PolicyRouterError
 from ..router import Router
@@ -77,6 +80,21 @@ def check(args: argparse.Namespace, out: Callable[[str], None]) -> int:
             for t in tables.values():
                 out(f"  {t.name}: as of {t.as_of.isoformat()}, {t.source}")
     return 1 if problems else 0
+
+
+def diff_cmd(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    """What going from one config to another changes, as `reconfigure` reports it; exit 1
+    when anything changes. Nothing is sent, no router is built."""
+    for path in (args.old, args.new):
+        if not Path(path).is_file():
+            raise ConfigError(f"{path}: no such file")
+    old, new = (config_load(path) for path in (args.old, args.new))
+    found = diff(
+        old.routes, old.policies.get("order", "as_listed"),
+        new.routes, new.policies.get("order", "as_listed"),
+    )
+    out(json.dumps(asdict(found), indent=2) if args.json else str(found))
+    return 1 if found.changed else 0
 
 
 def explain_cmd(args: argparse.Namespace, out: Callable[[str], None]) -> int:
@@ -147,7 +165,7 @@ def _since(text: str) -> float | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: `policy-router demo|check|explain|prices|report`."""
+    """The command line: `policy-router demo|check|diff|explain|prices|report`."""
     parser = argparse.ArgumentParser(prog="policy-router", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("demo", help="route a few requests on an embedded FakeProvider")
@@ -163,6 +181,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_check.add_argument(
         "--preflight", action="store_true", help="also send each route a one-token request"
     )
+    p_diff = commands.add_parser(
+        "diff", help="what changes from one config to another (as reload() would); exit 1 if any"
+    )
+    p_diff.add_argument("old", help="the config in use (policy file or LiteLLM proxy config)")
+    p_diff.add_argument("new", help="the config to compare it with")
     p_explain = commands.add_parser("explain", help="every route's verdict; nothing sent")
     p_explain.add_argument("config", help="a policy file or a LiteLLM proxy config (YAML or TOML)")
     p_explain.add_argument("--model", required=True, help="the group to explain")
@@ -189,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_report.add_argument(
         "--since", default="1h", help="the window: 90s, 30m, 24h, 7d, or all (default 1h)"
     )
-    for p in (p_check, p_explain, p_report):
+    for p in (p_check, p_diff, p_explain, p_report):
         p.add_argument("--json", action="store_true", help="machine-readable output")
     argv = list(sys.argv[1:] if argv is None else argv)
     # A warning about the user's file (a literal key) is one line, not a source excerpt.
@@ -203,7 +226,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command == "demo":
             return demo()
-        handler = {"check": check, "explain": explain_cmd, "report": report_cmd}[args.command]
+        handler = {
+            "check": check,
+            "diff": diff_cmd,
+            "explain": explain_cmd,
+            "report": report_cmd,
+        }[args.command]
         return handler(args, print)
     except PolicyRouterError as error:
         # A user's mistake (a bad file, a group that does not exist): one line, no trace.

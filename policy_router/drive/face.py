@@ -18,7 +18,9 @@ __all__ = ["LiteLLMFace"]
 class LiteLLMFace:
     """The calls of `Router`, each mirroring the LiteLLM function of its name."""
 
-    _clock: Clock
+    @property
+    def _clock(self) -> Clock:
+        raise NotImplementedError  # the router's clock
 
     def _route(
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]

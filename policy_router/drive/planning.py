@@ -123,6 +123,13 @@ class Planner:
             tuple[str, Requirements], tuple[Sequence[Candidate], Sequence[Skip]]
         ] = LRUCache(maxsize=1024)
 
+    def carry_turns(self, previous: Planner) -> None:
+        """Each group whose routes are named as in `previous` keeps its round-robin turn."""
+        for g, cs in self.groups.items():
+            before = previous.groups.get(g)
+            if before is not None and [c.name for c in before] == [c.name for c in cs]:
+                self._turns[g] = previous._turns[g]
+
     def group(self, model: str | None) -> tuple[str, tuple[Candidate, ...]]:
         """The group `model` names (or the route whose model string it is)."""
         if model is None:

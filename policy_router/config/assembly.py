@@ -1,0 +1,183 @@
+"""What a router is made of, built from its constructor's arguments: an `Assembly`.
+
+A router holds one assembly and reads it once per call, so a request in flight finishes
+under the assembly it started with while `Router.reconfigure` swaps in the next one.
+`assemble(args, previous)` validates everything first (the constructor's own errors) and
+builds nothing that outlives a failure; given the previous assembly, it carries what the
+router learned: the store (health, rate windows and spend live there, keyed by route name
+and budget name), the report's history, each unchanged group's round-robin turn, and each
+ordering object (FASTEST's statistics, a caller's own) whose group keeps the same ordering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.validate import check_policies
+from ..drive import model_info, settings
+from ..drive.planning import Planner
+from ..drive.stream import StreamRestart
+from ..ground.clock import Clock, MonotonicClock
+from ..ground.deadline import check_seconds
+from ..ground.errors import ConfigError
+from ..ground.route import Route, unique_names
+from ..observe.observers import AttemptLog, LogObserver, Observer, fan_out
+from ..observe.report import History
+from ..policies.breaker import HealthBook, counting_for
+from ..policies.budget import Ledger
+from ..policies.candidate import candidate_for
+from ..policies.order import Order, Ordering
+from ..policies.orderings import choose
+from ..state.memory import InMemoryStore
+from ..state.store import Store
+
+__all__ = ["ARGUMENTS", "Assembly", "assemble"]
+
+ARGUMENTS: Mapping[str, Any] = {
+    "name": "default",
+    "order": Order.AS_LISTED,
+    "budget": None,
+    "breaker": None,
+    "retry": None,
+    "deadline": None,
+    "store": None,
+    "observers": None,
+    "clock": None,
+    "stream_failure": "raise",
+    "on_restart": None,
+    "quiet_litellm": True,
+    "wait_for_capacity": False,
+}
+"""The constructor's keyword arguments (besides `routes`) and their defaults."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Assembly:
+    """One configuration of a router, with the parts built from it. Immutable."""
+
+    args: Mapping[str, Any]
+    routes: tuple[Route, ...]
+    default_order: Order | Ordering
+    orders: Mapping[str, Order | Ordering]  # the groups given their own ordering
+    given_store: Store  # as passed (or the in-memory one made for it), before binding
+    store: Store
+    clock: Clock
+    emit: Callable[[object], None]
+    history: History
+    observers: tuple[Observer, ...]
+    ledger: Ledger | None
+    health: HealthBook | None
+    planner: Planner
+    restart: bool
+    on_restart: Callable[[StreamRestart], None] | None
+
+    @property
+    def name(self) -> str:
+        return str(self.args["name"])
+
+
+def _routes(routes: Iterable[Route]) -> tuple[Route, ...]:
+    listed = list(routes)
+    if not listed:
+        raise ConfigError("Router needs at least one Route, got none")
+    for i, r in enumerate(listed):
+        if not isinstance(r, Route):
+            raise ConfigError(
+                f"routes[{i}] must be a Route, got {type(r).__name__}; "
+                "write Route('provider/model', group=...)"
+            )
+    return tuple(unique_names(listed))
+
+
+def _orders(order: Any, routes: tuple[Route, ...], previous: Assembly | None) -> tuple[
+    Order | Ordering, dict[str, Order | Ordering]
+]:
+    """The default ordering and each group's; an ordering object a group had before under
+    the same setting is kept, with what it learned."""
+    if isinstance(order, Mapping):
+        unknown = set(order) - {r.group for r in routes}
+        if unknown:
+            raise ConfigError(f"order names groups no route is in: {sorted(unknown)}")
+        chosen = {g: choose(o, routes) for g, o in order.items()}
+        default: Order | Ordering = Order.AS_LISTED
+    else:
+        chosen, default = {}, choose(order, routes)
+    if previous is not None and previous.args["order"] == order:
+        # Same setting: the same objects (FASTEST's statistics, a caller's own state).
+        chosen = {g: previous.orders.get(g, o) for g, o in chosen.items()}
+        default = previous.default_order
+    return default, chosen
+
+
+def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assembly:
+    """The assembly for `args` (the constructor's arguments, `routes` included), carrying
+    `previous`'s state where it still applies. Raises `ConfigError` before building
+    anything when an argument is wrong."""
+    unknown = set(args) - {"routes", *ARGUMENTS}
+    if unknown:
+        raise ConfigError(f"not a Router argument: {sorted(unknown)}; see help(Router)")
+    a = {**ARGUMENTS, **args}
+    routes = _routes(a["routes"])
+    check_policies(
+        a["budget"], a["breaker"], a["retry"], a["store"], a["name"], a["stream_failure"],
+        a["on_restart"],
+    )
+    deadline = check_seconds(a["deadline"], "deadline")
+    default, orders = _orders(a["order"], routes, previous)
+    settings.check_globals()
+    if a["quiet_litellm"]:
+        settings.silence_banner()
+    same_place = previous is not None and all(
+        a[k] is previous.args[k] or a[k] == previous.args[k] for k in ("store", "name", "clock")
+    )
+    clock: Clock = previous.clock if same_place and previous else a["clock"] or MonotonicClock()
+    observers = tuple(a["observers"] or ())
+    history = previous.history if previous is not None else History()
+    if same_place and previous is not None and observers == previous.observers:
+        given, store, emit = previous.given_store, previous.store, previous.emit
+    else:
+        emit = fan_out([LogObserver(), history, *observers])
+        given = a["store"] if a["store"] is not None else (
+            previous.given_store if same_place and previous else InMemoryStore()
+        )
+        store = given.bind(a["name"], clock, emit)
+    ledger = Ledger(a["budget"], store) if a["budget"] is not None else None
+    breaker = a["breaker"] or counting_for([default, *orders.values()])
+    health = HealthBook(breaker, store, emit) if breaker else None
+    # A request's start and end go only to the caller's observers that may want them.
+    framed = [o for o in observers if not isinstance(o, AttemptLog)]
+    planner = Planner(
+        [candidate_for(r, *model_info.model_info(r)) for r in routes],
+        order=default,
+        orders=orders,
+        ledger=ledger,
+        health=health,
+        retry=a["retry"],
+        deadline=deadline,
+        store=store,
+        clock=clock,
+        emit=emit,
+        wait_for_capacity=bool(a["wait_for_capacity"]),
+        frame=fan_out(framed) if framed else None,
+    )
+    if previous is not None:
+        planner.carry_turns(previous.planner)
+    return Assembly(
+        args={**a, "routes": routes},
+        routes=routes,
+        default_order=default,
+        orders=orders,
+        given_store=given,
+        store=store,
+        clock=clock,
+        emit=emit,
+        history=history,
+        observers=observers,
+        ledger=ledger,
+        health=health,
+        planner=planner,
+        restart=a["stream_failure"] == "restart",
+        on_restart=a["on_restart"],
+    )

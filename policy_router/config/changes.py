@@ -1,0 +1,107 @@
+"""What changed between two configurations: groups and routes added, removed, changed, kept.
+
+A route is known by its name (made unique as the router does), so a route whose key was
+rotated or whose settings moved is the same route, "changed", and keeps its history. A
+group is "changed" when its routes (by name and settings) or its ordering differ.
+`Router.reconfigure` returns it; `policy-router diff OLD NEW` prints it for two files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..ground.route import Route, unique_names
+
+__all__ = ["Changes", "Reconfigured", "diff"]
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """Group and route names in each of four kinds, sorted. `changed` is False when the
+    two configurations route every request alike (the other settings may still differ)."""
+
+    groups_added: tuple[str, ...] = ()
+    groups_removed: tuple[str, ...] = ()
+    groups_changed: tuple[str, ...] = ()
+    groups_kept: tuple[str, ...] = ()
+    routes_added: tuple[str, ...] = ()
+    routes_removed: tuple[str, ...] = ()
+    routes_changed: tuple[str, ...] = ()
+    routes_kept: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(
+            self.groups_added or self.groups_removed or self.groups_changed
+            or self.routes_added or self.routes_removed or self.routes_changed
+        )
+
+    def __str__(self) -> str:
+        lines = []
+        for kind in ("groups", "routes"):
+            for what in ("added", "removed", "changed", "kept"):
+                names: tuple[str, ...] = getattr(self, f"{kind}_{what}")
+                if names:
+                    lines.append(f"{kind} {what}: {', '.join(names)}")
+        return "\n".join(lines) or "no groups and no routes"
+
+
+@dataclass(frozen=True, slots=True)
+class Reconfigured:
+    """Told to observers when `Router.reconfigure` (or `reload`) swapped in a new
+    configuration: what changed."""
+
+    changes: Changes
+
+
+def _setting(route: Route) -> tuple[Any, ...]:
+    """What a route is configured as (its key included: a rotated key is a change)."""
+    kwargs = tuple(sorted((k, repr(v)) for k, v in route.kwargs.items()))
+    capabilities = tuple(sorted((c.value, v) for c, v in route.capabilities.items()))
+    return (
+        route.model, route.group, route.reach, route.reach_declared, route.enabled, route.rpm,
+        route.tpm, route.output_limit, repr(route.retry), repr(route.prices), kwargs,
+        capabilities,
+    )
+
+
+def _order_of(orders: Any, group: str) -> str:
+    chosen = orders.get(group, "as_listed") if isinstance(orders, Mapping) else orders
+    return repr(getattr(chosen, "value", chosen))
+
+
+def diff(
+    old_routes: Sequence[Route], old_order: Any, new_routes: Sequence[Route], new_order: Any
+) -> Changes:
+    """The changes from one set of routes and ordering to another."""
+    old = {r.name: r for r in unique_names(list(old_routes))}
+    new = {r.name: r for r in unique_names(list(new_routes))}
+    routes_changed = {n for n in old.keys() & new.keys() if _setting(old[n]) != _setting(new[n])}
+
+    def groups(routes: Mapping[str, Route]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for name, r in routes.items():
+            out.setdefault(r.group, []).append(name)
+        return out
+
+    old_groups, new_groups = groups(old), groups(new)
+    groups_changed = {
+        g
+        for g in old_groups.keys() & new_groups.keys()
+        if old_groups[g] != new_groups[g]
+        or any(n in routes_changed for n in new_groups[g])
+        or _order_of(old_order, g) != _order_of(new_order, g)
+    }
+    shared_groups = old_groups.keys() & new_groups.keys()
+    return Changes(
+        groups_added=tuple(sorted(new_groups.keys() - old_groups.keys())),
+        groups_removed=tuple(sorted(old_groups.keys() - new_groups.keys())),
+        groups_changed=tuple(sorted(groups_changed)),
+        groups_kept=tuple(sorted(shared_groups - groups_changed)),
+        routes_added=tuple(sorted(new.keys() - old.keys())),
+        routes_removed=tuple(sorted(old.keys() - new.keys())),
+        routes_changed=tuple(sorted(routes_changed)),
+        routes_kept=tuple(sorted((old.keys() & new.keys()) - routes_changed)),
+    )

@@ -1,0 +1,141 @@
+"""What a router holds, read without sending a request: health, windows, spending, the
+report, the preflight and the configuration check. Mixed into `Router`; every method reads
+the router's current `Assembly` and refuses once the router is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from datetime import date
+
+from ..drive.preflight import Verdict as PreflightVerdict
+from ..drive.preflight import embeds_only, preflight_route, problems, rest_denied
+from ..ground.errors import ConfigError
+from ..observe.observers import AttemptLog
+from ..observe.report import Report
+from ..observe.report import read as read_report
+from ..policies.budget import Spending
+from ..state.store import Health
+from ..state.windows import Window
+from .assembly import Assembly
+
+__all__ = ["Inspection"]
+
+
+class Inspection:
+    """The reading side of `Router` (see the module docstring)."""
+
+    _now: Assembly
+    _notes: tuple[str, ...]
+
+    def _open(self) -> None:
+        raise NotImplementedError  # raises when the router is closed
+
+    def unusable(self) -> dict[str, str]:
+        """Routes no request can use, by name, each with why and what to do about it."""
+        return {
+            c.name: c.capabilities.why_unknown
+            for cs in self._now.planner.groups.values()
+            for c in cs
+            if not c.capabilities.known
+        }
+
+    def spending(self) -> Spending:
+        """The budget's account: spent, reserved, left, calls, and whether it is exact.
+
+        With a shared store that cannot be reached it raises `StoreUnavailableError`
+        rather than report a figure it could not read.
+        """
+        self._open()
+        if self._now.ledger is None:
+            raise ConfigError("this router has no budget; build it with budget=Budget(...)")
+        return self._now.ledger.spending()
+
+    def health(self) -> dict[str, Health]:
+        """Every route's health record by name (closed and untouched routes included), with
+        `rest_left`: the seconds of rest left now."""
+        self._open()
+        known, now = self._now.store.all_health(), self._now.clock.now()
+        return {
+            r.name: replace(h, rest_left=max(h.rest_until - now, 0.0)) if h.rest_until else h
+            for r in self._now.routes
+            for h in (known.get(r.name, Health()),)
+        }
+
+    def usage(self) -> dict[str, Window]:
+        """Every route's rate window now: requests and tokens in the last minute, calls in
+        flight, when the next slot frees (shared through the store)."""
+        self._open()
+        return dict(self._now.store.windows([r.name for r in self._now.routes]))
+
+    def report(self, since: float | None = 3600.0) -> Report:
+        """Per route over the last `since` seconds (None: all): requests, success rate,
+        p50/p95 latency, cost, and the top skip and failure reasons. Read from the router's
+        `AttemptLog` when it has one (every process writing it), else from this process's
+        last 2,000 attempts and skips. Prints as a table; an HTML table in Jupyter."""
+        log = next((o for o in self._now.observers if isinstance(o, AttemptLog)), None)
+        if log is not None and log.path.exists():
+            return read_report(log.path, since)
+        return self._now.history.report(since)
+
+    def resting(self) -> dict[str, float]:
+        """Routes resting now, by name, with the seconds of rest left."""
+        return {
+            name: h.rest_left
+            for name, h in self.health().items()
+            if h.state == "open" and h.rest_left > 0
+        }
+
+    def reset(self, route: str | None = None) -> None:
+        """Forget the health of one route, or of all: they are closed and untried again."""
+        self._open()
+        if route is not None and route not in {r.name for r in self._now.routes}:
+            raise KeyError(f"no route named {route!r}")
+        self._now.store.reset_health(route)
+
+    def preflight(self, *, live: bool = False) -> dict[str, PreflightVerdict]:
+        """Ready, Denied(why) or Unknown(why) for every route, before any real request.
+
+        Credentials are checked with LiteLLM's environment validation, counting those the
+        route carries under every name LiteLLM reads for its provider; "denied" only when
+        a credential is surely missing, "unknown" when its SDK may find one elsewhere (an
+        AWS profile, Google's default credentials). With `live=True` a one-token request
+        (one word embedded, for an embedding route) is sent to each route, which costs a
+        little. With a breaker, a route the *live* check denied rests for the breaker's
+        `settled` time; nothing else rests a route.
+        """
+        self._open()
+        verdicts = [
+            preflight_route(r, live, embeds_only(self.capabilities(r.name))) for r in self._now.routes
+        ]
+        return rest_denied(self._now.routes, verdicts, self._now.health, self._now.store, self._now.clock.now())
+
+    async def apreflight(self, *, live: bool = False) -> dict[str, PreflightVerdict]:
+        """The async twin of `preflight`."""
+        self._open()
+        checks = (
+            asyncio.to_thread(preflight_route, r, live, embeds_only(self.capabilities(r.name)))
+            for r in self._now.routes
+        )
+        verdicts = await asyncio.gather(*checks)
+        return rest_denied(self._now.routes, verdicts, self._now.health, self._now.store, self._now.clock.now())
+
+    def check(self, *, max_age_days: int | None = None, today: date | None = None) -> list[str]:
+        """What is wrong with this router's configuration, one sentence per problem.
+
+        Settings of the file it was loaded from that are not applied (a LiteLLM
+        `model_list`'s `weight`, a proxy's `general_settings`, ...), unusable routes
+        (unknown model, nothing declared), missing credentials, routes a budget will always
+        refuse (unpriced, or priced in another currency), price tables older than
+        `max_age_days`, and a shared store that does not answer. Nothing is sent
+        to a provider (a shared store is pinged). An empty list means no problem was found,
+        not that every provider will answer: `preflight(live=True)` asks them.
+        """
+        budget = self._now.ledger.budget if self._now.ledger is not None else None
+        found = problems(self._now.routes, self.unusable(), budget, self._now.store, max_age_days, today)
+        return [*self._notes, *found]
+
+    def capabilities(self, route: str) -> frozenset[str]:
+        """What the named route can do, as capability names (the endpoints it serves too)."""
+        return self._now.planner.serves(route)
