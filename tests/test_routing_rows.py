@@ -26,7 +26,7 @@ from policy_router import (
     unregister_ordering,
 )
 from policy_router.policies.candidate import Candidate
-from policy_router.testing import Fail, FakeProvider
+from policy_router.testing import Cut, Fail, FakeProvider, Reply
 
 from .conftest import MESSAGES, fake_route
 
@@ -250,3 +250,36 @@ def test_a_rest_is_told_where_it_started_and_how_long_is_left(fake: FakeProvider
         resting.value
     )
     assert fake.requests() == 2
+
+
+def test_a_stream_closed_before_its_end_tells_the_breaker_nothing(fake: FakeProvider) -> None:
+    """Closing an unfinished stream is recorded as "closed by the caller": no success for
+    the breaker (its failure count stays), no failure either; a stream read to its end
+    is the success."""
+    fake.script("a", Fail(503))
+    router = Router([fake_route(fake, n) for n in "ab"], breaker=Breaker(failures=3))
+    assert _answered(router) == "openai/b"
+    assert router.health()["openai/a"].failures == 1
+    fake.script("a", Reply("one two three four five six seven eight"))
+    stream = router.completion(model="g", messages=MESSAGES, stream=True)
+    next(iter(stream))
+    stream.close()
+    (attempt,) = stream.journey.attempts
+    assert attempt.route == "openai/a" and attempt.then == "closed by the caller"
+    assert "closed by the caller before its end" in str(stream.journey)
+    assert router.health()["openai/a"].failures == 1  # neither reset nor counted up
+    whole = router.completion(model="g", messages=MESSAGES, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in whole)
+    assert router.health()["openai/a"].failures == 0 and whole.restarts == 0
+
+
+def test_a_routed_stream_counts_its_restarts(fake: FakeProvider) -> None:
+    told: list[object] = []
+    fake.script("a", Cut(after=2, reply=Reply("the first answer is cut short here")))
+    router = Router(
+        [fake_route(fake, n) for n in "ab"], stream_failure="restart", on_restart=told.append
+    )
+    stream = router.completion(model="g", messages=MESSAGES, stream=True)
+    for _ in stream:
+        pass
+    assert stream.restarts == 1 == len(told) and stream.route == "openai/b"

@@ -67,6 +67,8 @@ class Attempt:
             text += f" for {self.cost}" if self.cost is not None else ""
             if self.cost is not None and self.usage is None:
                 text += " (its reservation: no usage was reported)"
+            if self.then == "closed by the caller":
+                text += ", closed by the caller before its end"
         else:
             status = f"{self.status} " if self.status else ""
             why = f": {_short(self.error)}" if self.error else ""

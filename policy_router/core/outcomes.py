@@ -89,7 +89,8 @@ class Outcomes:
         cost = (yield from self._settle(send, usage)) if final and not here else None
         if final and not here:
             yield from self._end_slot(send, self._billed(send, usage))
-        if self._health is not None and not here:
+        if self._health is not None and not here and final:
+            # A stream's first chunk proves nothing yet: its end tells the breaker.
             yield from self._health.succeeded(send.route.name, send.token)
         elapsed = self._since(send)
         if self._on_result is not None:
@@ -114,13 +115,21 @@ class Outcomes:
             self._steps.append(attempt)
         self._answered = send.candidate
 
-    def finished(self, send: Send, usage: Usage | None) -> Steps[None]:
-        """A stream that answered has ended or been closed: settle what it cost."""
+    def finished(self, send: Send, usage: Usage | None, *, closed: bool = False) -> Steps[None]:
+        """A stream that answered has ended (a success for the breaker) or was `closed` by
+        the caller before its end (neither a success nor a failure: a probe it held is
+        given back): settle what it cost."""
         if send.wire.local:
             usage = None  # LiteLLM's own stream (a mock): nothing was sent, nothing is owed
         cost = None if send.wire.local else (yield from self._settle(send, usage))
         yield from self._end_slot(send, self._billed(send, usage))
-        self._replace_answer(send, lambda a: replace(a, cost=cost, usage=usage))
+        if self._health is not None and not send.wire.local:
+            if closed:
+                yield from self._health.release(send.route.name, send.token)
+            else:
+                yield from self._health.succeeded(send.route.name, send.token)
+        then = "closed by the caller" if closed else "returned"
+        self._replace_answer(send, lambda a: replace(a, cost=cost, usage=usage, then=then))
         for step in reversed(self._steps):
             if isinstance(step, Attempt) and step.route == send.route.name and step.ok:
                 self._emit(step)

@@ -46,6 +46,13 @@ class _Routed:
         self._it = iterator
         self._reopen = reopen
         self._on_restart = on_restart
+        self._restarts = 0
+
+    @property
+    def restarts(self) -> int:
+        """How many times the answer started again from scratch on the next route
+        (`stream_failure="restart"`); 0 when it never did."""
+        return self._restarts
 
     @property
     def journey(self) -> Journey:
@@ -124,6 +131,7 @@ class RoutedStream(_Routed, Iterator[Any]):
         opened, send = self._reopen()
         self._watch = self._watch.restarted(opened, send, self._on_restart)
         self._it = opened[1]
+        self._restarts += 1
 
     def close(self) -> None:
         """Stop reading: the connection is released and the call's cost settled."""
@@ -195,6 +203,7 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
         opened, send = await self._reopen()
         self._watch = self._watch.restarted(opened, send, self._on_restart)
         self._it = opened[1]
+        self._restarts += 1
 
     async def aclose(self) -> None:
         """Stop reading: the connection is released and the call's cost settled."""

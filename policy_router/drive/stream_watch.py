@@ -101,7 +101,7 @@ class Watch:
         """The caller stopped reading: settle with whatever usage arrived."""
         if not self.done:
             self.done = True
-            yield from self.plan.finished(self.send, self.usage)
+            yield from self.plan.finished(self.send, self.usage, closed=True)
             self.plan.ended()
 
     def failed(self, exc: BaseException, restart: bool = False) -> Steps[BaseException | None]:
@@ -111,8 +111,8 @@ class Watch:
             return exc
         self.done = True
         fault = failures.classify(exc)
-        if fault is None:
-            yield from self.plan.finished(self.send, self.usage)
+        if fault is None:  # not the provider's doing: like a close, neither success nor failure
+            yield from self.plan.finished(self.send, self.usage, closed=True)
             self.plan.ended(exc)
             return self.plan.scrub(exc)
         if fault.kind is not FaultKind.STREAM_CUT:
