@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from loguru import logger
 
-from policy_router import Check, LogObserver, Route, Skip
+from policy_router import Check, LogObserver, PriceTable, Route, Skip
 from policy_router.state.store import perform
 from policy_router.testing import FakeProvider
 
@@ -47,6 +47,19 @@ def fake(_fake_server: FakeProvider) -> FakeProvider:
     """The session's FakeProvider, with scripts and counts cleared."""
     _fake_server.reset()
     return _fake_server
+
+
+def prices(**per_million: str) -> PriceTable:
+    """A dated table in USD: each model (`a="1000"` is `openai/a`) at that rate per
+    million tokens, input and output alike."""
+    return PriceTable.from_dict(
+        {
+            "currency": "USD",
+            "as_of": "2026-11-01",
+            "source": "test",
+            "models": {f"openai/{m}": {"input": r, "output": r} for m, r in per_million.items()},
+        }
+    )
 
 
 def fake_route(fake: FakeProvider, name: str, **kw: Any) -> Route:

@@ -15,22 +15,14 @@ from policy_router import (
     ConfigError,
     DeadlineExceededError,
     OverBudgetError,
-    PriceTable,
     Router,
 )
 from policy_router.core.events import RequestEnded, RequestStarted
 from policy_router.testing import Fail, FakeProvider, Hang, Reply
 
-from .conftest import fake_route
+from .conftest import fake_route, prices
 
-PRICES = PriceTable.from_dict(
-    {
-        "currency": "USD",
-        "as_of": "2026-11-01",
-        "source": "test",
-        "models": {"openai/a": {"input": "1000", "output": "1000"}},
-    }
-)
+PRICES = prices(a="1000")
 
 
 class Echo:

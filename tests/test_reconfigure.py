@@ -18,7 +18,6 @@ from policy_router import (
     Changes,
     ConfigError,
     Order,
-    PriceTable,
     Reconfigured,
     Route,
     Router,
@@ -26,16 +25,9 @@ from policy_router import (
 from policy_router.cli import main
 from policy_router.testing import Fail, FakeProvider, Hang, Reply
 
-from .conftest import CAPS, MESSAGES, fake_route
+from .conftest import CAPS, MESSAGES, fake_route, prices
 
-PRICES = PriceTable.from_dict(
-    {
-        "currency": "USD",
-        "as_of": "2026-11-01",
-        "source": "test",
-        "models": {"openai/a": {"input": "1000", "output": "1000"}},
-    }
-)
+PRICES = prices(a="1000")
 
 
 def _to(router: Router, group: str = "g") -> str:

@@ -82,34 +82,39 @@ class Batch:
         self._next = 0
         self._stopped: OverBudgetError | None = None
         self._stopped_at = -1
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # take() settles refusals under it
         self._done = self._failed = 0
         self._spent: dict[str, Money] = {}
         self._bar = _bar(len(self._requests), label) if progress and self._requests else None
 
-    def take(self) -> tuple[int, dict[str, Any] | BaseException] | None:
-        """The next request's index and kwargs, or its refusal when it is not to be sent;
-        None when every request has been handed out."""
+    def take(self) -> tuple[int, dict[str, Any]] | None:
+        """The next request to send, by index with its kwargs; None when every request has
+        been handed out. A request that is not to be sent (the batch stopped, or its
+        deadline passed) is settled here with its refusal, and the next one is looked at."""
         with self._lock:
-            if self._next >= len(self._requests):
-                return None
-            i, self._next = self._next, self._next + 1
-            if self._stopped is not None:
-                return i, OverBudgetError(
-                    f"not sent: the batch stopped when the budget refused request "
-                    f"{self._stopped_at}: {self._stopped}"
-                )
-            kwargs = self._requests[i]
-            if self._until is not None:
-                left = self._until - self._clock.now()
-                if left <= 0:
-                    return i, DeadlineExceededError(
-                        f"not sent: the batch's deadline of {self._deadline:g} s passed "
-                        "before this request started",
-                        elapsed=self._clock.now() - self._start,
-                    )
-                kwargs = {**kwargs, "deadline": left}
-            return i, kwargs
+            while self._next < len(self._requests):
+                i, self._next = self._next, self._next + 1
+                left = None if self._until is None else self._until - self._clock.now()
+                refusal = self._refusal(left)
+                if refusal is None:
+                    kwargs = self._requests[i]
+                    return i, kwargs if left is None else {**kwargs, "deadline": left}
+                self.settle(i, refusal)
+            return None
+
+    def _refusal(self, left: float | None) -> BaseException | None:
+        if self._stopped is not None:
+            return OverBudgetError(
+                f"not sent: the batch stopped when the budget refused request "
+                f"{self._stopped_at}: {self._stopped}"
+            )
+        if left is not None and left <= 0:
+            return DeadlineExceededError(
+                f"not sent: the batch's deadline of {self._deadline:g} s passed "
+                "before this request started",
+                elapsed=self._clock.now() - self._start,
+            )
+        return None
 
     def settle(self, i: int, outcome: Routed[Any] | BaseException) -> None:
         """Record what request `i` gave (its routed answer or its exception)."""
@@ -149,9 +154,6 @@ class Batch:
         def work() -> None:
             while (job := self.take()) is not None:
                 i, kwargs = job
-                if isinstance(kwargs, BaseException):
-                    self.settle(i, kwargs)
-                    continue
                 try:
                     self.settle(i, send(kwargs))
                 except Exception as exc:  # the exception object takes the request's place
@@ -176,9 +178,6 @@ class Batch:
         async def work() -> None:
             while (job := self.take()) is not None:
                 i, kwargs = job
-                if isinstance(kwargs, BaseException):
-                    self.settle(i, kwargs)
-                    continue
                 try:
                     self.settle(i, await send(kwargs))
                 except Exception as exc:
