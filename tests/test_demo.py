@@ -23,7 +23,7 @@ def test_the_demo_shows_every_promise_and_counts_what_it_sent() -> None:
     rows = {line.split("  ")[0]: line for line in lines if re.match(r"\S.*  +(openai/|\()", line)}
     assert "openai/local-llama" in rows["plain chat (free first)"]
     assert "503 server error" in rows["with tools"]
-    assert "resting 60.0 s more after 2 failures" in rows["with tools, a-resting"]
+    assert re.search(r"resting \d+\.\d s more after 2 failures", rows["with tools, a-resting"])
     assert "(DeadlineExceededError)" in rows["deadline=1 s, b hangs"]
     assert "(NoRouteError)" in rows["on_device + tools"] and "on-device only" in text
     assert "(OverBudgetError)" in rows["max_tokens=2000"]

@@ -4,6 +4,7 @@ only what the router created; any later call raises `RouterClosedError`, nothing
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,8 +75,15 @@ def test_close_is_idempotent_and_async_with_closes(fake: FakeProvider) -> None:
     assert fake.requests() == 1
 
 
-def _connections(url: str) -> int:
-    return int(redis.Redis.from_url(url).info("clients")["connected_clients"])
+def _connections(probe: redis.Redis, below: int | None = None) -> int:
+    """The server's count of clients; with `below`, waits (up to 5 s) for it to drop under
+    that, since the server sees a closed socket a moment after the client closed it."""
+    for _ in range(500):
+        count = int(probe.info("clients")["connected_clients"])
+        if below is None or count < below:
+            break
+        time.sleep(0.01)
+    return count
 
 
 def _config(path: Path, url: str, fake: FakeProvider) -> Path:
@@ -115,10 +123,12 @@ def test_only_what_the_router_created_is_closed(
     built = Router.from_config(config)
     built.completion(model="g", messages=ASK)
     given.completion(model="g", messages=ASK)
-    before = _connections(url)
+    probe = redis.Redis.from_url(url)  # one connection of its own, counted both times
+    before = _connections(probe)
     built.close()
     given.close()
-    assert _connections(url) < before  # the built store's pool let go of its connections
+    assert _connections(probe, below=before) < before  # the built store's pool let go
+    probe.close()
     assert mine.ping() >= 0  # the caller's store still answers
     mine.clear()
     RedisStore(url, namespace="policy_router:lifecycle").clear()
@@ -131,12 +141,15 @@ def test_aclose_closes_the_built_stores_async_connections(
     url = redis_server.url
     config = _config(tmp_path / "policy.yaml", url, fake)
 
+    probe = redis.Redis.from_url(url)
+
     async def run() -> tuple[int, int]:
         async with Router.from_config(config) as router:
             await router.acompletion(model="g", messages=ASK)
-            before = _connections(url)
-        return before, _connections(url)
+            before = _connections(probe)
+        return before, _connections(probe, below=before)
 
     before, after = asyncio.run(run())
+    probe.close()
     assert after < before
     RedisStore(url, namespace="policy_router:lifecycle").clear()

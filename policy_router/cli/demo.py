@@ -97,7 +97,9 @@ def demo(out: Callable[[str], None] = print) -> int:
             return lambda: router.route(model="smart", messages=ASK, max_tokens=200, **kw)
 
         def slow() -> Routed[Any]:
-            fake.script("vendor-b", Hang(5.0, Reply("too late")))
+            # Longer than the demo runs, so the abandoned call never settles before the
+            # spend is read; FakeProvider lets it go when the demo ends.
+            fake.script("vendor-b", Hang(60.0, Reply("too late")))
             return router.route(
                 model="smart", messages=ASK, tools=TOOLS, max_tokens=200, deadline=_DEADLINE
             )
