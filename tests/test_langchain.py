@@ -209,7 +209,7 @@ class SerialisingCache(BaseCache):
 
     def lookup(self, prompt: str, llm_string: str) -> Any:
         rows = self.rows.get((prompt, llm_string))
-        return [loads(row) for row in rows] if rows else None
+        return [loads(row, allowed_objects="core") for row in rows] if rows else None
 
     def update(self, prompt: str, llm_string: str, return_val: Any) -> None:
         self.rows[(prompt, llm_string)] = [dumps(g) for g in return_val]
