@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-__all__ = ["MASK", "is_secret_name", "redact", "scrub_exception", "secrets_in"]
+__all__ = ["MASK", "is_secret_name", "redact", "scrub_exception", "scrubbed", "secrets_in"]
 
 MASK = "***"
 _SECRET_WORDS = (
@@ -70,15 +70,29 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
     return text
 
 
-def _scrubbed(value: Any, secrets: tuple[str, ...], depth: int = 0) -> Any:
+def scrubbed(
+    value: Any,
+    secrets: tuple[str, ...],
+    *,
+    drop_named: bool = False,
+    depth: int | None = 4,
+) -> Any:
+    """`value` with every secret in `secrets` masked in its strings, through mappings,
+    lists and tuples `depth` levels deep (None: all the way). With `drop_named`, a mapping
+    entry whose key names a secret (`api_key`, an `Authorization` header) is left out."""
     if isinstance(value, str):
         return redact(value, secrets)
-    if depth > 4:
+    if depth is not None and depth < 0:
         return value
+    deeper = None if depth is None else depth - 1
     if isinstance(value, Mapping):
-        return {k: _scrubbed(v, secrets, depth + 1) for k, v in value.items()}
+        return {
+            k: scrubbed(v, secrets, drop_named=drop_named, depth=deeper)
+            for k, v in value.items()
+            if not (drop_named and is_secret_name(str(k)))
+        }
     if isinstance(value, list | tuple):
-        return type(value)(_scrubbed(v, secrets, depth + 1) for v in value)
+        return type(value)(scrubbed(v, secrets, drop_named=drop_named, depth=deeper) for v in value)
     return value
 
 
@@ -114,7 +128,7 @@ def scrub_exception(exc: BaseException, secrets: tuple[str, ...]) -> BaseExcepti
     while current is not None and id(current) not in seen and len(seen) < 16:
         seen.add(id(current))
         with contextlib.suppress(TypeError, AttributeError):
-            current.args = tuple(_scrubbed(a, secrets) for a in current.args)
+            current.args = tuple(scrubbed(a, secrets) for a in current.args)
         notes = getattr(current, "__notes__", None)
         if isinstance(notes, list):
             notes[:] = [redact(n, secrets) if isinstance(n, str) else n for n in notes]
@@ -123,7 +137,7 @@ def scrub_exception(exc: BaseException, secrets: tuple[str, ...]) -> BaseExcepti
                 continue
             if isinstance(value, str | Mapping | list | tuple):
                 with contextlib.suppress(AttributeError, TypeError):
-                    setattr(current, name, _scrubbed(value, secrets))
+                    setattr(current, name, scrubbed(value, secrets))
             elif name in ("response", "request"):
                 _scrub_http(value, secrets)
         current = current.__cause__ or current.__context__

@@ -44,7 +44,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..ground.errors import ConfigError
-from ..ground.secrets import is_secret_name, redact, secrets_in
+from ..ground.secrets import scrubbed, secrets_in
 from ..policies.retry import Retry
 from ..router import Router
 from .langchain_messages import chat_result, final_chunk, generation_chunk
@@ -77,19 +77,6 @@ def _with_router(data: Any) -> Any:
         if router is None:
             router = _FROM_FILE[key] = Router.from_config(path)
     return {**data, "router": router, "config": str(path)}
-
-
-def _without_secrets(value: Any, secrets: tuple[str, ...]) -> Any:
-    """`value` with every secret-named entry left out and every known secret masked."""
-    if isinstance(value, dict):
-        return {
-            k: _without_secrets(v, secrets)
-            for k, v in value.items()
-            if not is_secret_name(str(k))
-        }
-    if isinstance(value, list | tuple):
-        return [_without_secrets(v, secrets) for v in value]
-    return redact(value, secrets) if isinstance(value, str) else value
 
 
 # The usual chat-model settings, sent to LiteLLM when set.
@@ -152,8 +139,8 @@ class ChatPolicyRouter(BaseChatModel):
         serialized = super().to_json()
         kwargs = serialized.get("kwargs")
         if isinstance(kwargs, dict) and isinstance(kwargs.get("call_kwargs"), dict):
-            kwargs["call_kwargs"] = _without_secrets(
-                kwargs["call_kwargs"], secrets_in(self.call_kwargs)
+            kwargs["call_kwargs"] = scrubbed(
+                kwargs["call_kwargs"], secrets_in(self.call_kwargs), drop_named=True, depth=None
             )
         return serialized
 
