@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import string
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("langchain_core", reason="the langchain extra is not installed")
 
@@ -20,7 +23,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.tools import tool
 from pydantic import BaseModel
 
-from policy_router import Router
+from policy_router import Route, Router
 from policy_router.integrations.langchain import ChatPolicyRouter
 from policy_router.testing import Fail, FakeProvider, Reply
 
@@ -310,3 +313,31 @@ def test_a_model_serialises_and_loads_again_from_its_config_without_its_secrets(
     assert isinstance(loaded, ChatPolicyRouter) and loaded.temperature == 0.2
     assert loaded.router is model.router  # one router per file per process
     assert loaded.invoke("hi").content == "loaded again"
+
+
+ROUTER = Router(
+    [Route("openai/a", group="g", api_base="http://127.0.0.1:9/v1", api_key="sk-x-1234")]
+)
+_NAMES = st.sampled_from(["api_key", "X-Api-Key", "Authorization", "token", "client_secret"])
+_PLAIN = st.sampled_from(["user", "metadata", "extra_body", "tags", "X-Team"])
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    secret=st.text(string.ascii_letters + string.digits, min_size=12, max_size=24),
+    path=st.lists(st.tuples(_PLAIN, st.booleans()), max_size=5),
+    name=_NAMES,
+    bearer=st.booleans(),
+)
+def test_no_secret_in_call_kwargs_is_serialised_wherever_it_sits(
+    secret: str, path: list[tuple[str, bool]], name: str, bearer: bool
+) -> None:
+    """A secret under any secret-looking name, nested in mappings and lists at any depth
+    of `call_kwargs`, is never in what `dumps` writes; the plain keys around it are."""
+    value: Any = {name: f"Bearer {secret}" if bearer else secret}
+    for key, in_list in reversed(path):
+        value = {key: [value] if in_list else value}
+    model = ChatPolicyRouter(router=ROUTER, model="g", call_kwargs=value)
+    text = dumps(model)
+    assert secret not in text
+    assert all(key in text for key, _ in path)
