@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .config.assembly import Assembly, assemble
-from .config.changes import Changes, Reconfigured, diff
+from .config.changes import Changes, Reconfigured, diff, forgotten
 from .config.inspection import Inspection
 from .core.journey import Explanation, Routed
 from .core.plan import Plan
@@ -178,8 +178,9 @@ class Router(LiteLLMFace, Inspection):
         finishes under the configuration it started with, the next one sees the new one.
         Health, rate windows and spend stay in the store, by route name and budget name;
         a group whose routes and ordering are unchanged keeps its round-robin turn, and an
-        unchanged ordering keeps its object (FASTEST's statistics). A route whose name is
-        gone is forgotten (its health reset); a new name starts fresh. Observers are told
+        unchanged ordering keeps its object (FASTEST's statistics). A route whose id is
+        gone is forgotten (its health reset); a new id starts fresh, and a renamed route
+        (same id) keeps its history. Observers are told
         `Reconfigured(changes)`.
         """
         self._open()
@@ -187,8 +188,8 @@ class Router(LiteLLMFace, Inspection):
             before = self._now
             after = assemble({**before.args, **changes}, before)
             found = diff(before.routes, before.args["order"], after.routes, after.args["order"])
-            for name in found.routes_removed:
-                after.store.reset_health(name)
+            for gone in forgotten(before.routes, after.routes):
+                after.store.reset_health(gone)
             self._now = after
             if after.observers is not before.observers:
                 self._attach([o for o in after.observers if o not in before.observers])

@@ -252,7 +252,7 @@ def test_custom_ordering_cannot_bring_back_a_removed_route(fake: FakeProvider) -
     routed = router.route(model="g", messages=MESSAGES, on_device=True)
     assert routed.route.name == "openai/local2"
     assert fake.requests("vendor") == 0
-    assert ordering.results == [("openai/local2", "answered")]
+    assert ordering.results == [(routed.route.id, "answered")]  # told the id, not the name
 
 
 def test_observers_get_frozen_records_and_the_log_warns_once(fake: FakeProvider) -> None:

@@ -4,7 +4,7 @@ A router holds one assembly and reads it once per call, so a request in flight f
 under the assembly it started with while `Router.reconfigure` swaps in the next one.
 `assemble(args, previous)` validates everything first (the constructor's own errors) and
 builds nothing that outlives a failure; given the previous assembly, it carries what the
-router learned: the store (health, rate windows and spend live there, keyed by route name
+router learned: the store (health, rate windows and spend live there, keyed by route id
 and budget name), the report's history, each unchanged group's round-robin turn, and each
 ordering object (FASTEST's statistics, a caller's own) whose group keeps the same ordering.
 """
@@ -22,7 +22,7 @@ from ..drive.stream import StreamRestart
 from ..ground.clock import Clock, MonotonicClock
 from ..ground.deadline import check_seconds
 from ..ground.errors import ConfigError
-from ..ground.route import Route, unique_names
+from ..ground.route import Route, identities
 from ..observe.observers import AttemptLog, LogObserver, Observer, fan_out
 from ..observe.report import History
 from ..policies.breaker import HealthBook, counting_for
@@ -88,7 +88,7 @@ def _routes(routes: Iterable[Route]) -> tuple[Route, ...]:
                 f"routes[{i}] must be a Route, got {type(r).__name__}; "
                 "write Route('provider/model', group=...)"
             )
-    return tuple(unique_names(listed))
+    return tuple(identities(listed))
 
 
 def _orders(order: Any, routes: tuple[Route, ...], previous: Assembly | None) -> tuple[

@@ -1,8 +1,9 @@
 """What changed between two configurations: groups and routes added, removed, changed, kept.
 
-A route is known by its name (made unique as the router does), so a route whose key was
-rotated or whose settings moved is the same route, "changed", and keeps its history. A
-group is "changed" when its routes (by name and settings) or its ordering differ.
+A route is known by its group and `id` (made unique as the router does), so a route whose
+key was rotated, that was renamed, or whose settings moved is the same route, "changed",
+and keeps its history; routes are shown by name. A group is "changed" when its routes (by
+id and settings) or its ordering differ.
 `Router.reconfigure` returns it; `policy-router diff OLD NEW` prints it for two files.
 """
 
@@ -12,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..ground.route import Route, unique_names
+from ..ground.route import Route, identities
 
-__all__ = ["Changes", "Reconfigured", "diff"]
+__all__ = ["Changes", "Reconfigured", "diff", "forgotten"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,7 @@ def _setting(route: Route) -> tuple[Any, ...]:
     kwargs = tuple(sorted((k, repr(v)) for k, v in route.kwargs.items()))
     capabilities = tuple(sorted((c.value, v) for c, v in route.capabilities.items()))
     return (
-        route.model, route.group, route.reach, route.reach_declared, route.enabled, route.rpm,
+        route.name, route.model, route.group, route.reach, route.reach_declared, route.enabled, route.rpm,
         route.tpm, route.output_limit, repr(route.retry), repr(route.prices), kwargs,
         capabilities,
     )
@@ -76,22 +77,25 @@ def diff(
     old_routes: Sequence[Route], old_order: Any, new_routes: Sequence[Route], new_order: Any
 ) -> Changes:
     """The changes from one set of routes and ordering to another."""
-    old = {r.name: r for r in unique_names(list(old_routes))}
-    new = {r.name: r for r in unique_names(list(new_routes))}
-    routes_changed = {n for n in old.keys() & new.keys() if _setting(old[n]) != _setting(new[n])}
+    old = {(r.group, r.id): r for r in identities(list(old_routes))}
+    new = {(r.group, r.id): r for r in identities(list(new_routes))}
+    changed = {k for k in old.keys() & new.keys() if _setting(old[k]) != _setting(new[k])}
 
-    def groups(routes: Mapping[str, Route]) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        for name, r in routes.items():
-            out.setdefault(r.group, []).append(name)
+    def groups(routes: Mapping[tuple[str, str], Route]) -> dict[str, list[tuple[str, str]]]:
+        out: dict[str, list[tuple[str, str]]] = {}
+        for key, r in routes.items():
+            out.setdefault(r.group, []).append(key)
         return out
+
+    def shown(keys: set[tuple[str, str]], where: Mapping[tuple[str, str], Route]) -> tuple[str, ...]:
+        return tuple(sorted({where[k].name for k in keys}))
 
     old_groups, new_groups = groups(old), groups(new)
     groups_changed = {
         g
         for g in old_groups.keys() & new_groups.keys()
         if old_groups[g] != new_groups[g]
-        or any(n in routes_changed for n in new_groups[g])
+        or any(k in changed for k in new_groups[g])
         or _order_of(old_order, g) != _order_of(new_order, g)
     }
     shared_groups = old_groups.keys() & new_groups.keys()
@@ -100,8 +104,14 @@ def diff(
         groups_removed=tuple(sorted(old_groups.keys() - new_groups.keys())),
         groups_changed=tuple(sorted(groups_changed)),
         groups_kept=tuple(sorted(shared_groups - groups_changed)),
-        routes_added=tuple(sorted(new.keys() - old.keys())),
-        routes_removed=tuple(sorted(old.keys() - new.keys())),
-        routes_changed=tuple(sorted(routes_changed)),
-        routes_kept=tuple(sorted((old.keys() & new.keys()) - routes_changed)),
+        routes_added=shown(new.keys() - old.keys(), new),
+        routes_removed=shown(old.keys() - new.keys(), old),
+        routes_changed=shown(changed, new),
+        routes_kept=shown((old.keys() & new.keys()) - changed, new),
     )
+
+
+def forgotten(old_routes: Sequence[Route], new_routes: Sequence[Route]) -> set[str]:
+    """The ids of the routes `old_routes` had that no group of `new_routes` has: their
+    health is forgotten (an id still in another group keeps it)."""
+    return {r.id for r in old_routes} - {r.id for r in new_routes}

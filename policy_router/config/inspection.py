@@ -12,6 +12,7 @@ from datetime import date
 from ..drive.preflight import Verdict as PreflightVerdict
 from ..drive.preflight import embeds_only, preflight_route, problems, rest_denied
 from ..ground.errors import ConfigError
+from ..ground.route import shared_ids
 from ..observe.observers import AttemptLog
 from ..observe.report import Report
 from ..observe.report import read as read_report
@@ -54,20 +55,22 @@ class Inspection:
 
     def health(self) -> dict[str, Health]:
         """Every route's health record by name (closed and untouched routes included), with
-        `rest_left`: the seconds of rest left now."""
+        `rest_left`: the seconds of rest left now. The record is kept under the route's
+        `id`, so two names for one id (one deployment in two groups) show the same one."""
         self._open()
         known, now = self._now.store.all_health(), self._now.clock.now()
         return {
             r.name: replace(h, rest_left=max(h.rest_until - now, 0.0)) if h.rest_until else h
             for r in self._now.routes
-            for h in (known.get(r.name, Health()),)
+            for h in (known.get(r.id, Health()),)
         }
 
     def usage(self) -> dict[str, Window]:
         """Every route's rate window now: requests and tokens in the last minute, calls in
-        flight, when the next slot frees (shared through the store)."""
+        flight, when the next slot frees (shared through the store), by route name."""
         self._open()
-        return dict(self._now.store.windows([r.name for r in self._now.routes]))
+        windows = self._now.store.windows([r.id for r in self._now.routes])
+        return {r.name: windows[r.id] for r in self._now.routes if r.id in windows}
 
     def report(self, since: float | None = 3600.0) -> Report:
         """Per route over the last `since` seconds (None: all): requests, success rate,
@@ -88,11 +91,17 @@ class Inspection:
         }
 
     def reset(self, route: str | None = None) -> None:
-        """Forget the health of one route, or of all: they are closed and untried again."""
+        """Forget the health of one route (by name or id), or of all: they are closed and
+        untried again. A route shares its record with every route of the same id."""
         self._open()
-        if route is not None and route not in {r.name for r in self._now.routes}:
-            raise KeyError(f"no route named {route!r}")
-        self._now.store.reset_health(route)
+        if route is None:
+            self._now.store.reset_health(None)
+            return
+        found = [r.id for r in self._now.routes if route in (r.name, r.id)]
+        if not found:
+            raise KeyError(f"no route named {route!r} and none with that id")
+        for rid in set(found):
+            self._now.store.reset_health(rid)
 
     def preflight(self, *, live: bool = False) -> dict[str, PreflightVerdict]:
         """Ready, Denied(why) or Unknown(why) for every route, before any real request.
@@ -127,14 +136,15 @@ class Inspection:
         Settings of the file it was loaded from that are not applied (a LiteLLM
         `model_list`'s `weight`, a proxy's `general_settings`, ...), unusable routes
         (unknown model, nothing declared), missing credentials, routes a budget will always
-        refuse (unpriced, or priced in another currency), price tables older than
+        refuse (unpriced, or priced in another currency), routes whose identity follows
+        their position or is shared by different keys (see `Route.id`), price tables older than
         `max_age_days`, and a shared store that does not answer. Nothing is sent
         to a provider (a shared store is pinged). An empty list means no problem was found,
         not that every provider will answer: `preflight(live=True)` asks them.
         """
         budget = self._now.ledger.budget if self._now.ledger is not None else None
         found = problems(self._now.routes, self.unusable(), budget, self._now.store, max_age_days, today)
-        return [*self._notes, *found]
+        return [*self._notes, *shared_ids(list(self._now.routes)), *found]
 
     def capabilities(self, route: str) -> frozenset[str]:
         """What the named route can do, as capability names (the endpoints it serves too)."""

@@ -10,7 +10,7 @@ What maps to what:
 
 - `model_name` is the group; `litellm_params` the route's LiteLLM kwargs; `model_info`'s
   `supports_*` flags its capabilities, `mode` what it serves (`embedding`, `chat`, ...),
-  `max_output_tokens` its output limit, `reach` its reach, `id` its name;
+  `max_output_tokens` its output limit, `reach` its reach, `id` its id (and name);
 - cost fields (`input_cost_per_token`, `output_cost_per_token`, cache and long-context
   costs), in `litellm_params` or `model_info`, price the route (a table dated the day the
   config is read, since the file gives no date);
@@ -211,7 +211,7 @@ def _entry(
     route = Route(
         model,
         group=str(entry["model_name"]),
-        name=str(info["id"]) if info.get("id") else None,
+        id=str(info["id"]) if info.get("id") else None,
         reach=info.get("reach"),
         capabilities=capabilities or None,
         prices=_prices(costs, model, f"{here} model_info") if costs else None,

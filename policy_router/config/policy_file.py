@@ -46,6 +46,7 @@ __all__ = ["Loaded", "load", "routes_and_policies"]
 
 _ROUTE_FIELDS = {
     "enabled",
+    "id",
     "model",
     "name",
     "reach",
@@ -76,6 +77,7 @@ class RouteSpec(BaseModel):
 
     model: str
     name: str | None = None
+    id: str | None = None
     reach: Literal["on_device", "vendor"] | None = None
     capabilities: dict[str, bool] | None = None
     prices: str | dict[str, Any] | None = None
@@ -295,6 +297,7 @@ def routes_and_policies(
                         r.model,
                         group=group,
                         name=r.name,
+                        id=r.id,
                         reach=r.reach,
                         capabilities=r.capabilities,
                         prices=prices,

@@ -94,7 +94,7 @@ def explain(
         if facts is not None and c.price is not None and c.route.prices is not None:
             est = c.price.estimate(facts.prompt_tokens, facts.reply_tokens or DEFAULT_REPLY_TOKENS)
             reason += f"; est. {Money(est, c.route.prices.currency)}"
-        window = (windows or {}).get(c.name)
+        window = (windows or {}).get(c.id)
         if window is not None and (c.route.rpm or c.route.tpm):
             reason += f"; {describe(window, c.route.rpm, c.route.tpm)}"
             rpm, tpm = c.route.rpm, c.route.tpm

@@ -57,11 +57,11 @@ class Gate:
     def admit(self, candidate: Candidate, at: float, token: str) -> Steps[Admitted | Skip]:
         """Admit `candidate` to be sent at `at` (a retry is checked as of when it will be
         sent), as attempt `token`, or the skip that stops it, with nothing left held."""
-        name = candidate.name
+        name = candidate.id
         probe = False
         if self.health is not None:
             try:
-                claim = yield from self.health.admit(name, at, token)
+                claim = yield from self.health.admit(name, at, token, candidate.name)
             except StoreDeadline:
                 # The claim's outcome is unknown: give back a probe it may have taken.
                 yield from self.health.release(name, token)

@@ -34,7 +34,8 @@ class Attempt:
     provider billed, when it said; `cost` is what the budget charged for the attempt (its
     reservation when no usage came: a cut stream, a cancelled call), so a journey's costs
     add up to what `spending()` counts. `group` and `journey_id` tie the attempt to its
-    request (they are context, left out of equality).
+    request, and `route_id` is the route's identity (`route` is its display name); they are
+    context, left out of equality.
     """
 
     route: str
@@ -54,6 +55,7 @@ class Attempt:
     journey_id: str = field(default="", compare=False)
     rested: float = 0.0
     """The seconds of rest this failure started for the route (0.0 when it started none)."""
+    route_id: str = field(default="", compare=False)
 
     @property
     def ok(self) -> bool:

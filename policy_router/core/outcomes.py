@@ -59,10 +59,17 @@ class Outcomes:
     _stop: Fault | None
     _last_fault: Fault | None
 
+    def _id_of(self, name: str) -> str:
+        raise NotImplementedError  # the plan knows its routes
+
     def _record(self, step: Skip | Attempt | Waited) -> None:
-        if not isinstance(step, Attempt) and not step.journey_id:
-            # A skip may be shared (sifted once per group and needs): this request's copy.
+        if isinstance(step, Waited) and not step.journey_id:
             step = replace(step, group=self.group, journey_id=self.id)
+        elif isinstance(step, Skip) and not step.journey_id:
+            # A skip may be shared (sifted once per group and needs): this request's copy.
+            step = replace(
+                step, group=self.group, journey_id=self.id, route_id=self._id_of(step.route)
+            )
         self._steps.append(step)
         self._emit(step)
 
@@ -85,16 +92,16 @@ class Outcomes:
             yield from self._release(send)
             yield from self._end_slot(send, None)
             if self._health is not None:
-                yield from self._health.release(send.route.name, send.token)
+                yield from self._health.release(send.route.id, send.token)
         cost = (yield from self._settle(send, usage)) if final and not here else None
         if final and not here:
             yield from self._end_slot(send, self._billed(send, usage))
         if self._health is not None and not here and final:
             # A stream's first chunk proves nothing yet: its end tells the breaker.
-            yield from self._health.succeeded(send.route.name, send.token)
+            yield from self._health.succeeded(send.route.id, send.token, send.route.name)
         elapsed = self._since(send)
         if self._on_result is not None:
-            self._on_result(send.route.name, "answered", elapsed)
+            self._on_result(send.route.id, "answered", elapsed)
         attempt = Attempt(
             send.route.name,
             "answered",
@@ -107,6 +114,7 @@ class Outcomes:
             response_model=model,
             group=self.group,
             journey_id=self.id,
+            route_id=send.route.id,
         )
         # A stream's attempt is reported to observers once it ends, complete with its cost.
         if final:
@@ -125,9 +133,9 @@ class Outcomes:
         yield from self._end_slot(send, self._billed(send, usage))
         if self._health is not None and not send.wire.local:
             if closed:
-                yield from self._health.release(send.route.name, send.token)
+                yield from self._health.release(send.route.id, send.token)
             else:
-                yield from self._health.succeeded(send.route.name, send.token)
+                yield from self._health.succeeded(send.route.id, send.token, send.route.name)
         then = "closed by the caller" if closed else "returned"
         self._replace_answer(send, lambda a: replace(a, cost=cost, usage=usage, then=then))
         for step in reversed(self._steps):
@@ -153,10 +161,10 @@ class Outcomes:
             and self._rates is not None
             and (send.route.rpm or send.route.tpm)
         ):
-            yield from self._rates.close(send.route.name, fault.retry_after)
+            yield from self._rates.close(send.route.id, fault.retry_after)
         if not fault.sent:
             if self._health is not None:
-                yield from self._health.release(send.route.name, send.token)
+                yield from self._health.release(send.route.id, send.token)
             self._record(
                 Skip(
                     send.route.name,
@@ -199,7 +207,7 @@ class Outcomes:
         if not sent:
             yield from self._release(send)
         if self._health is not None:
-            yield from self._health.release(send.route.name, send.token)
+            yield from self._health.release(send.route.id, send.token)
         then = "charged its reservation" if sent else "released; nothing was sent"
         self._record(
             replace(self._failure(send, _CANCELLED, then, cost), outcome="cancelled", status=None)
@@ -211,12 +219,13 @@ class Outcomes:
         if fault is None:
             yield from self._settle(send, usage)
             if self._health is not None:
-                yield from self._health.succeeded(send.route.name, send.token)
+                yield from self._health.succeeded(send.route.id, send.token, send.route.name)
         else:
             yield from self._release(send)
             if self._health is not None:
                 yield from self._health.failed(
-                    send.route.name, _redacted(send, fault), self._clock.now(), send.token
+                    send.route.id, _redacted(send, fault), self._clock.now(), send.token,
+                    label=send.route.name,
                 )
 
     def _fault_seen(
@@ -226,12 +235,13 @@ class Outcomes:
         ordering."""
         if self._health is not None:
             yield from self._health.failed(
-                send.route.name, _redacted(send, fault), self._clock.now(), send.token, record
+                send.route.id, _redacted(send, fault), self._clock.now(), send.token, record,
+                send.route.name,
             )
         else:
             record(0.0)
         if self._on_result is not None:
-            self._on_result(send.route.name, fault.kind.value, self._since(send))
+            self._on_result(send.route.id, fault.kind.value, self._since(send))
         self._last_fault = fault
 
     def _after(self, send: Send, fault: Fault) -> str:
@@ -268,7 +278,8 @@ class Outcomes:
         rested = 0.0
         if self._health is not None:
             rested = yield from self._health.failed(
-                send.route.name, _redacted(send, fault), self._clock.now(), send.token
+                send.route.id, _redacted(send, fault), self._clock.now(), send.token,
+                label=send.route.name,
             )
         self._answered = None
         self._last_fault = fault
@@ -296,6 +307,7 @@ class Outcomes:
             cost=cost,
             group=self.group,
             journey_id=self.id,
+            route_id=send.route.id,
         )
 
     def _replace_answer(self, send: Send, change: Callable[[Attempt], Attempt]) -> bool:
@@ -317,7 +329,7 @@ class Outcomes:
 
     def _end_slot(self, send: Send, tokens: int | None) -> Steps[None]:
         """The attempt's rate slot keeps `tokens` (billed), or is given back (None)."""
-        yield from self._gate.end_slot(send.route.name, send.token, send.slot_tokens, tokens)
+        yield from self._gate.end_slot(send.route.id, send.token, send.slot_tokens, tokens)
 
     def _billed(self, send: Send, usage: Usage | None) -> int | None:
         return usage.prompt + usage.completion if usage is not None else send.slot_tokens

@@ -127,6 +127,7 @@ class Plan(Outcomes):
         self._frame = frame
         if frame is not None:
             frame(RequestStarted(self.id, group, operation, needs, settings or {}))
+        self._candidates = candidates
         eligible, skips = sifted if sifted is not None else sift(candidates, needs)
         for skip in skips:
             self._record(skip)
@@ -159,6 +160,9 @@ class Plan(Outcomes):
     @property
     def clock(self) -> Clock:
         return self._clock
+
+    def _id_of(self, name: str) -> str:
+        return next((c.id for c in self._candidates if c.name == name), name)
 
     def _passed_over(self, skip: Skip) -> None:
         self._round.append(skip)
@@ -197,7 +201,7 @@ class Plan(Outcomes):
         if self._by_windows is not None and self._reorder:
             # Once per round: a retry queued after a failure keeps its place and its wait.
             self._reorder = False
-            names = [c.name for c, _, _ in self._queue]
+            names = [c.id for c, _, _ in self._queue]
             try:
                 windows: Mapping[str, Window] = yield StoreCall("windows", (names,))
             except StoreUnavailableError:
@@ -209,7 +213,7 @@ class Plan(Outcomes):
                 self.expired = True
                 return None
             candidate, wait, number = self._queue.popleft()
-            name = candidate.name
+            name = candidate.id
             self._sends += 1
             token = f"{self.id}.{self._sends}"
             # A retry is checked as of when it will be sent, after its wait.
@@ -234,7 +238,7 @@ class Plan(Outcomes):
             self._tried_in_round = True
             self._attempts += 1
             if self._on_dispatch is not None:
-                self._on_dispatch(candidate.name, self._attempts)  # round robin moves on
+                self._on_dispatch(candidate.id, self._attempts)  # round robin moves on
             if self._frame is not None:
                 self._frame(
                     AttemptStarted(

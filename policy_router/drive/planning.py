@@ -124,10 +124,11 @@ class Planner:
         ] = LRUCache(maxsize=1024)
 
     def carry_turns(self, previous: Planner) -> None:
-        """Each group whose routes are named as in `previous` keeps its round-robin turn."""
+        """Each group whose routes are those of `previous` (by id, in order) keeps its
+        round-robin turn."""
         for g, cs in self.groups.items():
             before = previous.groups.get(g)
-            if before is not None and [c.name for c in before] == [c.name for c in cs]:
+            if before is not None and [c.id for c in before] == [c.id for c in cs]:
                 self._turns[g] = previous._turns[g]
 
     def group(self, model: str | None) -> tuple[str, tuple[Candidate, ...]]:
@@ -296,7 +297,7 @@ class Planner:
             ordering = lambda cs: by_health(cs, seen)  # noqa: E731
         windows = None
         if group in self._books:
-            windows = self.store.windows([c.name for c in candidates])
+            windows = self.store.windows([c.id for c in candidates])
             order = self.order_of(group)
             by_windows = BY_WINDOWS.get(order) if isinstance(order, Order) else None
             if by_windows is not None:

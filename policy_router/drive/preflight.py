@@ -79,7 +79,7 @@ def rest_denied(
     for route, verdict in zip(routes, verdicts, strict=True):
         if verdict.state == "denied" and verdict.live and health is not None:
             fault = Fault(FaultKind.ACCESS, None, route.redact(verdict.why))
-            perform(store, health.failed(route.name, fault, now))
+            perform(store, health.failed(route.id, fault, now, label=route.name))
     return {r.name: v for r, v in zip(routes, verdicts, strict=True)}
 
 

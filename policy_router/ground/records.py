@@ -35,8 +35,9 @@ class Check(StrEnum):
 class Skip:
     """A route that was not sent the request: which check stopped it, and why.
 
-    `group` and `journey_id` tie the skip to its request once the router records it (they
-    are context, left out of equality)."""
+    `group` and `journey_id` tie the skip to its request once the router records it, and
+    `route_id` names the route's identity (`route` is its display name); they are context,
+    left out of equality."""
 
     route: str
     check: Check
@@ -44,6 +45,7 @@ class Skip:
     detail: Mapping[str, Any] = field(default_factory=dict)
     group: str = field(default="", compare=False)
     journey_id: str = field(default="", compare=False)
+    route_id: str = field(default="", compare=False)
 
     def __str__(self) -> str:
         if self.check is Check.SEND:

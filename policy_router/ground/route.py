@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
+from urllib.parse import urlsplit
 
 from .capability import Capability, parse_declared
 from .deadline import check_timeout
@@ -20,7 +21,7 @@ from .errors import ConfigError
 from .reach import Reach, infer
 from .secrets import MASK, is_secret_name, redact, secrets_in
 
-__all__ = ["Reach", "Route", "redact", "unique_names"]  # Reach is re-exported from reach.py
+__all__ = ["Reach", "Route", "default_id", "identities", "redact", "shared_ids"]  # Reach is re-exported from reach.py
 
 
 # Keyword arguments the router owns: a caller's or route's value would defeat a promise.
@@ -43,8 +44,14 @@ class Route:
     `retry`) is passed to LiteLLM as written. A route is immutable.
 
     - `group` defaults to the model string, so an ungrouped route is reached by its model.
-    - `name` labels the route in journeys and logs; it defaults to the model string and the
-      router makes duplicates unique.
+    - `id` is the route's identity: health, rate windows, ordering statistics, the attempt
+      log and the report are kept under it, so renaming a route, or rotating its key, keeps
+      its history, and the same `id` in two groups is one deployment with one breaker. It
+      defaults to `default_id(model, api_base)`: the model string, with `@` and the
+      `api_base` when there is one; never the key. Give an explicit `id` per account when
+      one model at one base is reached with two keys.
+    - `name` labels the route in journeys and logs; it defaults to the explicit `id`, else
+      the model string, and the router makes duplicates unique.
     - `reach`: a declared reach always wins. Undeclared, the route is `ON_DEVICE` only when
       its `api_base` host (or, without one, its provider's default base: `ollama` and
       `llamafile` are loopback) is `localhost`, 127.0.0.0/8 or ::1 *and* it is a
@@ -70,6 +77,8 @@ class Route:
         "_secrets",
         "enabled",
         "group",
+        "id",
+        "id_declared",
         "model",
         "name",
         "output_limit",
@@ -84,6 +93,8 @@ class Route:
 
     model: str
     group: str
+    id: str
+    id_declared: bool
     name: str
     reach: Reach
     reach_declared: bool
@@ -104,6 +115,7 @@ class Route:
         *,
         group: str | None = None,
         name: str | None = None,
+        id: str | None = None,
         reach: Reach | str | None = None,
         capabilities: Mapping[str, bool] | None = None,
         prices: Any = None,
@@ -124,6 +136,11 @@ class Route:
             raise ConfigError(f"Route({model!r}): group must be a non-empty string, got {group!r}")
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise ConfigError(f"Route({model!r}): name must be a non-empty string, got {name!r}")
+        if id is not None and (not isinstance(id, str) or not id.strip()):
+            raise ConfigError(
+                f"Route({model!r}): id must be a non-empty string, got {id!r}; "
+                "leave it out for the default (the model and its api_base)"
+            )
         api_base = litellm_kwargs.get("api_base") or litellm_kwargs.get("base_url")
         if api_base is not None and not isinstance(api_base, str):
             raise ConfigError(f"Route({model!r}): api_base must be a URL string, got {api_base!r}")
@@ -141,9 +158,12 @@ class Route:
         set_(self, "enabled", enabled)
         set_(self, "model", model)
         set_(self, "group", group or model)
-        set_(self, "name", name or model)
+        secret_values = secrets_in(litellm_kwargs, secrets)
+        set_(self, "id", id if id is not None else redact(default_id(model, api_base), secret_values))
+        set_(self, "id_declared", id is not None)
+        set_(self, "name", name or id or model)
         set_(self, "_kwargs", MappingProxyType(dict(litellm_kwargs)))
-        set_(self, "_secrets", secrets_in(litellm_kwargs, secrets))
+        set_(self, "_secrets", secret_values)
         set_(
             self,
             "_capabilities",
@@ -207,11 +227,15 @@ class Route:
         return redact(text, self._secrets)
 
     def with_name(self, name: str) -> Route:
-        """The same route under another name."""
-        return Route(
+        """The same route under another name (its identity unchanged)."""
+        return self._with(name, self.id)
+
+    def _with(self, name: str, id: str | None) -> Route:
+        made = Route(
             self.model,
             group=self.group,
             name=name,
+            id=id,
             reach=self.reach if self.reach_declared else None,
             capabilities={c.value: v for c, v in self._capabilities.items()},
             prices=self.prices,
@@ -223,6 +247,9 @@ class Route:
             enabled=self.enabled,
             **self._kwargs,
         )
+        if id is not None and not self.id_declared:
+            object.__setattr__(made, "id_declared", False)  # a suffixed default stays default
+        return made
 
     def __repr__(self) -> str:
         shown = {
@@ -230,7 +257,9 @@ class Route:
             for k, v in self._kwargs.items()
         }
         parts = [repr(self.model), f"group={self.group!r}"]
-        if self.name != self.model:
+        if self.id_declared or self.id != self.model:
+            parts.append(f"id={self.id!r}")
+        if self.name != self.model and self.name != self.id:
             parts.append(f"name={self.name!r}")
         parts.append(f"reach={self.reach.value}{'' if self.reach_declared else ' (inferred)'}")
         if self._capabilities:
@@ -251,12 +280,93 @@ def _redact_value(value: Any, secrets: tuple[str, ...]) -> Any:
     return redact(value, secrets) if isinstance(value, str) else value
 
 
-def unique_names(routes: list[Route]) -> list[Route]:
-    """Routes with names made unique: a repeated name gets `#2`, `#3`, ... appended."""
-    seen: dict[str, int] = {}
+def default_id(model: str, api_base: str | None) -> str:
+    """A route's identity when none is given: the model string, plus `@` and the base URL's
+    host, port and path when the route names one. Never a credential: the URL's user, password,
+    query and fragment are left out (a key often rides there), so a rotated key keeps the
+    route's history."""
+    if not api_base or not api_base.strip():
+        return model
+    base = api_base.strip()
+    parts = urlsplit(base if "://" in base else f"//{base}")
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    where = f"{parts.hostname or ''}{port}{parts.path.rstrip('/')}"
+    return f"{model}@{where}" if where else model
+
+
+def identities(routes: list[Route]) -> list[Route]:
+    """Routes as a router keeps them: names unique across the router (a repeated name gets
+    `#2`, `#3`, ...) and ids unique within each group.
+
+    Two routes of one group given the same explicit id are refused, naming both. Two whose
+    *default* ids collide (one model at one base, two keys) get a positional suffix on the
+    id, so their history follows their position (`shared_ids` says so for `check()`). The
+    same id in two groups is kept: one deployment, one breaker.
+    """
+    declared: dict[tuple[str, str], int] = {}
+    for i, r in enumerate(routes):
+        if r.id_declared:
+            first = declared.setdefault((r.group, r.id), i)
+            if first != i:
+                raise ConfigError(
+                    f"routes[{first}] ({routes[first].name!r}) and routes[{i}] ({r.name!r}) "
+                    f"in group {r.group!r} both have id={r.id!r}: an id names one "
+                    "deployment; give each its own id"
+                )
+    taken = {(g, i) for g, i in declared}
+    names: dict[str, int] = {}
+    ids: dict[tuple[str, str], int] = {}
     out = []
     for r in routes:
-        n = seen.get(r.name, 0) + 1
-        seen[r.name] = n
-        out.append(r if n == 1 else r.with_name(f"{r.name}#{n}"))
+        n = names.get(r.name, 0) + 1
+        names[r.name] = n
+        name = r.name if n == 1 else f"{r.name}#{n}"
+        new_id = None
+        if not r.id_declared:
+            k = ids.get((r.group, r.id), 0) + 1
+            ids[(r.group, r.id)] = k
+            while k > 1 and (r.group, f"{r.id}#{k}") in taken:
+                k += 1
+            if k > 1:
+                new_id = f"{r.id}#{k}"
+        if name == r.name and new_id is None:
+            out.append(r)
+        elif new_id is None:
+            out.append(r.with_name(name))
+        else:
+            out.append(r._with(name, new_id))
     return out
+
+
+def shared_ids(routes: list[Route]) -> list[str]:
+    """What `check()` says about identities the router made up: default ids suffixed by
+    position within a group, and one default id in several groups reached with different
+    keys (one breaker for what may be two accounts). `routes` as `identities` returned them."""
+    notes = []
+    for r in routes:
+        if not r.id_declared and "#" in r.id and r.id.rsplit("#", 1)[0] == default_id(
+            r.model, r.kwargs.get("api_base") or r.kwargs.get("base_url")
+        ):
+            notes.append(
+                f"route {r.name!r} has no id and shares {r.model!r} at its base with another "
+                f"route of group {r.group!r}: it is known as {r.id!r}, so its health and "
+                "statistics follow its position in the list; give each account an explicit "
+                "id= to keep its history when the list changes"
+            )
+    by_id: dict[str, list[Route]] = {}
+    for r in routes:
+        if not r.id_declared:
+            by_id.setdefault(r.id, []).append(r)
+    for rid, rs in by_id.items():
+        groups = sorted({r.group for r in rs})
+        keys = {r.secrets for r in rs}
+        if len(groups) > 1 and len(keys) > 1:
+            notes.append(
+                f"routes {[r.name for r in rs]} in groups {groups} share the default id "
+                f"{rid!r} but carry different keys: they share one breaker and one rate "
+                "window; give each account an explicit id= if they are separate accounts"
+            )
+    return notes

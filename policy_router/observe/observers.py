@@ -107,8 +107,9 @@ _COLUMNS = (
     "currency",
     "journey_id",
     "error",
+    "route_id",
 )
-_SKIP_COLUMNS = ("time", "group_name", "route", "check_name", "reason", "journey_id")
+_SKIP_COLUMNS = ("time", "group_name", "route", "check_name", "reason", "journey_id", "route_id")
 _SCHEMA = (
     f"CREATE TABLE IF NOT EXISTS attempts ({', '.join(_COLUMNS)})",
     f"CREATE TABLE IF NOT EXISTS skips ({', '.join(_SKIP_COLUMNS)})",
@@ -122,10 +123,10 @@ class AttemptLog:
     or the fault), fault (None when answered), status, latency (seconds; for a stream, to
     its first chunk), first_chunk (a stream's time to first chunk, else None), tokens_in,
     tokens_out, cost_micros and currency (None when unpriced), journey_id, error (the
-    provider's error text, secrets redacted; None when answered). Table `skips`: time,
-    group_name, route, check_name ("rate_limit", "budget", ...), reason (the sentence),
-    journey_id. A log written by an earlier version gains the new column and table on
-    first write. Safe from several threads and processes (SQLite's own locking, WAL
+    provider's error text, secrets redacted; None when answered), route_id (the route's
+    identity; `route` is its display name). Table `skips`: time, group_name, route,
+    check_name ("rate_limit", "budget", ...), reason (the sentence), journey_id, route_id.
+    A log written by an earlier version gains the new columns and table on first write. Safe from several threads and processes (SQLite's own locking, WAL
     journal). Writes are best-effort: a failing log never fails a call, and says so once
     (a loguru WARNING).
     """
@@ -184,6 +185,7 @@ def attempt_row(record: Attempt, at: float) -> dict[str, Any]:
         "currency": cost.currency if cost else None,
         "journey_id": record.journey_id,
         "error": record.error or None,
+        "route_id": record.route_id or record.route,
     }
 
 
@@ -196,6 +198,7 @@ def skip_row(record: Skip, at: float) -> dict[str, Any]:
         "check_name": record.check.value,
         "reason": record.reason,
         "journey_id": record.journey_id,
+        "route_id": record.route_id or record.route,
     }
 
 
@@ -204,10 +207,11 @@ def _prepare(db: Any) -> None:
     db.execute("PRAGMA journal_mode=WAL")
     for statement in _SCHEMA:
         db.execute(statement)
-    have = {row[1] for row in db.execute("PRAGMA table_info(attempts)")}
-    for column in _COLUMNS:
-        if column not in have:
-            db.execute(f"ALTER TABLE attempts ADD COLUMN {column}")
+    for table, columns in (("attempts", _COLUMNS), ("skips", _SKIP_COLUMNS)):
+        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        for column in columns:
+            if column not in have:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
 
 
 def _read(path: str | Path, table: str) -> list[dict[str, Any]]:

@@ -39,7 +39,8 @@ class RouteReport:
     """One route over the window. `requests` counts requests sent to it (attempts);
     `p50`/`p95` are seconds to its answers (to the first chunk for a stream), None without
     answers; `cost` one amount per currency; `top_skips`/`top_failures` the most frequent
-    reasons, with counts."""
+    reasons, with counts. Rows are kept by the route's `id`: `route` is the latest name
+    the route was logged under, so a renamed route stays one row."""
 
     route: str
     group: str
@@ -51,6 +52,7 @@ class RouteReport:
     skipped: int
     top_skips: tuple[tuple[str, int], ...]
     top_failures: tuple[tuple[str, int], ...]
+    id: str = ""
 
     @property
     def success_rate(self) -> float | None:
@@ -85,6 +87,7 @@ class Report:
             "routes": [
                 {
                     "route": r.route,
+                    "id": r.id or r.route,
                     "group": r.group,
                     "requests": r.requests,
                     "answered": r.answered,
@@ -174,17 +177,20 @@ def build(
     cutoff = None if since is None else (time.time() if now is None else now) - since
     fresh_attempts = [r for r in attempts if cutoff is None or r["time"] >= cutoff]
     fresh_skips = [r for r in skips if cutoff is None or r["time"] >= cutoff]
-    by_route: dict[str, list[Row]] = defaultdict(list)
-    skipped: dict[str, list[Row]] = defaultdict(list)
-    groups: dict[str, str] = {}
-    for row in fresh_attempts:
-        by_route[row["route"]].append(row)
-        groups.setdefault(row["route"], row["group_name"] or "")
-    for row in fresh_skips:
-        skipped[row["route"]].append(row)
-        groups.setdefault(row["route"], row["group_name"] or "")
+    # Kept by (group, route id); a log from before ids has none: its name is its id.
+    Key = tuple[str, str]
+    by_route: dict[Key, list[Row]] = defaultdict(list)
+    skipped: dict[Key, list[Row]] = defaultdict(list)
+    names: dict[Key, str] = {}
+    names_at: dict[Key, float] = {}
+    for rows_of, fresh in ((by_route, fresh_attempts), (skipped, fresh_skips)):
+        for row in fresh:
+            key = (row["group_name"] or "", row.get("route_id") or row["route"])
+            rows_of[key].append(row)
+            if key not in names or row["time"] >= names_at.get(key, 0.0):
+                names[key], names_at[key] = row["route"], row["time"]
     routes = []
-    for route in sorted(groups, key=lambda r: (groups[r], r)):
+    for route in sorted(names, key=lambda k: (k[0], names[k], k[1])):
         rows = by_route.get(route, [])
         answers = sorted(r["latency"] for r in rows if r["outcome"] == "answered")
         costs: dict[str, int] = defaultdict(int)
@@ -197,8 +203,8 @@ def build(
         failures = Counter(_failure(r) for r in rows if r["outcome"] != "answered")
         routes.append(
             RouteReport(
-                route,
-                groups[route],
+                names[route],
+                route[0],
                 len(rows),
                 len(answers),
                 _percentile(answers, 0.50),
@@ -207,6 +213,7 @@ def build(
                 len(skipped.get(route, [])),
                 tuple(skips_here.most_common(top)),
                 tuple(failures.most_common(top)),
+                route[1],
             )
         )
     journeys = {r["journey_id"] for r in (*fresh_attempts, *fresh_skips) if r["journey_id"]}

@@ -160,9 +160,12 @@ class HealthBook:
         self.store = store
         self._emit = emit
 
-    def admit(self, route: str, now: float, token: str = "") -> Steps[Skip | Literal[True] | None]:
-        """May the attempt `token` be sent to `route` at `now`? A Skip saying why not; True
-        when it may and holds the route's one half-open probe; None when it simply may."""
+    def admit(
+        self, route: str, now: float, token: str = "", label: str | None = None
+    ) -> Steps[Skip | Literal[True] | None]:
+        """May the attempt `token` be sent to the route whose id is `route` at `now`? A Skip
+        saying why not (under `label`, the route's name, when given); True when it may and
+        holds the route's one half-open probe; None when it simply may."""
         reason: str | None = None
 
         def change(h: Health) -> Health:
@@ -174,7 +177,7 @@ class HealthBook:
         if reason is None:
             return True if h.state == "half_open" else None
         return Skip(
-            route,
+            label or route,
             Check.BREAKER,
             reason,
             {
@@ -190,7 +193,7 @@ class HealthBook:
             "update_health", (route, self.breaker.release), _op(token, "release"), write=True
         )
 
-    def succeeded(self, route: str, token: str = "") -> Steps[None]:
+    def succeeded(self, route: str, token: str = "", label: str | None = None) -> Steps[None]:
         before: Health | None = None
 
         def change(h: Health) -> Health:
@@ -200,7 +203,7 @@ class HealthBook:
 
         yield StoreCall("update_health", (route, change), _op(token, "succeeded"), write=True)
         if before is not None and before.state != "closed":
-            self._emit(RestClosed(route, before.failures))
+            self._emit(RestClosed(label or route, before.failures))
 
     def failed(
         self,
@@ -209,6 +212,7 @@ class HealthBook:
         now: float,
         token: str = "",
         first: Callable[[float], None] | None = None,
+        label: str | None = None,
     ) -> Steps[float]:
         """Record a fault; returns the seconds of rest it started (0.0 when none). `first`
         is told that figure before observers hear `RestOpened`, so the attempt's own record
@@ -230,7 +234,7 @@ class HealthBook:
         if opened and before is not None:
             self._emit(
                 RestOpened(
-                    route,
+                    label or route,
                     after.rest,
                     after.failures,
                     after.last_error,

@@ -38,7 +38,13 @@ class Candidate:
 
     @property
     def name(self) -> str:
+        """The route's display name (journeys, logs)."""
         return self.route.name
+
+    @property
+    def id(self) -> str:
+        """The route's identity: what health, windows and statistics are kept under."""
+        return self.route.id
 
 
 

@@ -86,10 +86,10 @@ class RateBook:
         route = candidate.route
         try:
             window: Window = yield StoreCall(
-                "take", (route.name, slot, tokens, route.rpm, route.tpm)
+                "take", (route.id, slot, tokens, route.rpm, route.tpm)
             )
         except StoreUnavailableError as error:
-            yield from self.finish(route.name, slot, None)
+            yield from self.finish(route.id, slot, None)
             if not (route.rpm or route.tpm):
                 return None
             return Skip(

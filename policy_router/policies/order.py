@@ -109,8 +109,10 @@ class Ordering(Protocol):
     def order(self, candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]: ...
 
     def on_result(self, route: str, outcome: str, elapsed: float) -> None:
-        """Told after every attempt: "answered" or the fault's kind, and seconds taken.
-        An ordering may also define `on_dispatch(route)`, told as each attempt is sent."""
+        """Told after every attempt: the route's `id` (what `candidate.id` is, so statistics
+        follow a route across renames and groups), "answered" or the fault's kind, and
+        seconds taken. An ordering may also define `on_dispatch(route)`, told the id as each
+        attempt is sent."""
         ...
 
 
@@ -137,7 +139,7 @@ def cheapest(candidates: Sequence[Candidate], facts: RequestFacts) -> list[Candi
 
 def healthiest(candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]:
     """Fewest consecutive failures first; ties keep written order."""
-    return sorted(candidates, key=lambda c: context.failures(c.name))
+    return sorted(candidates, key=lambda c: context.failures(c.id))
 
 
 def round_robin(candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]:
@@ -170,7 +172,7 @@ class Fastest:
             stats = dict(self._stats)
 
         def score(c: Candidate) -> float:
-            latency, success = stats.get(c.name, (0.0, 1.0))
+            latency, success = stats.get(c.id, (0.0, 1.0))
             return latency / max(success, 0.05)
 
         return sorted(candidates, key=score)
@@ -189,7 +191,7 @@ class Fastest:
 
 def least_busy(candidates: Sequence[Candidate], windows: Mapping[str, Any]) -> list[Candidate]:
     """Fewest calls in flight first; ties keep written order."""
-    return sorted(candidates, key=lambda c: windows[c.name].in_flight if c.name in windows else 0)
+    return sorted(candidates, key=lambda c: windows[c.id].in_flight if c.id in windows else 0)
 
 
 def most_headroom(candidates: Sequence[Candidate], windows: Mapping[str, Any]) -> list[Candidate]:
@@ -197,7 +199,7 @@ def most_headroom(candidates: Sequence[Candidate], windows: Mapping[str, Any]) -
     written order."""
 
     def left(c: Candidate) -> float:
-        w, route = windows.get(c.name), c.route
+        w, route = windows.get(c.id), c.route
         if w is None:
             return 1.0
         shares = [1 - w.requests / route.rpm] if route.rpm else []
@@ -250,19 +252,20 @@ def arrange(
 
 
 class Sticky:
-    """These route names first, in this order (those that can serve the request), then the
-    others as `then` orders them. Names are checked against the router's routes when it
-    is built: blank, repeated or unknown names are refused."""
+    """These routes first, in this order (those that can serve the request), then the
+    others as `then` orders them. Each is a route id (or, for convenience, a route's name);
+    they are checked against the router's routes when it is built: blank, repeated or
+    unknown ones are refused."""
 
     def __init__(self, ids: Sequence[str], then: Order | str | Ordering = Order.AS_LISTED) -> None:
         if isinstance(ids, str) or not isinstance(ids, Sequence) or not ids:
             raise ConfigError(
-                "Order.sticky(ids, then=...) takes a non-empty list of route names, "
+                "Order.sticky(ids, then=...) takes a non-empty list of route ids, "
                 f"got {ids!r}"
             )
         for i, name in enumerate(ids):
             if not isinstance(name, str) or not name.strip():
-                raise ConfigError(f"Order.sticky: ids[{i}] is blank; give a route's name")
+                raise ConfigError(f"Order.sticky: ids[{i}] is blank; give a route's id")
         repeated = sorted({n for n in ids if list(ids).count(n) > 1})
         if repeated:
             raise ConfigError(f"Order.sticky: {repeated} given more than once")
@@ -275,11 +278,13 @@ class Sticky:
         )
 
     def bound(self, names: set[str], then: Order | Ordering) -> Sticky:
-        """This ordering for a router whose routes have `names`; `then` as `choose` made it."""
+        """This ordering for a router whose routes have these ids and names; `then` as
+        `choose` made it."""
         unknown = [n for n in self.ids if n not in names]
         if unknown:
             raise ConfigError(
-                f"Order.sticky names no route called {unknown}; routes are {sorted(names)}"
+                f"Order.sticky names no route with the id (or name) {unknown}; routes are "
+                f"{sorted(names)}"
             )
         if isinstance(then, Order) and then in (Order.LEAST_BUSY, Order.MOST_HEADROOM):
             raise ConfigError(
@@ -290,9 +295,10 @@ class Sticky:
         return Sticky(self.ids, then)
 
     def order(self, candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]:
-        by_name = {c.name: c for c in candidates}
-        first = [by_name[n] for n in self.ids if n in by_name]
-        rest = [c for c in candidates if c.name not in self.ids]
+        first: list[Candidate] = []
+        for n in self.ids:
+            first += [c for c in candidates if n in (c.id, c.name) and c not in first]
+        rest = [c for c in candidates if c not in first]
         return first + self._rest(rest, context)
 
     def _rest(self, rest: list[Candidate], context: OrderContext) -> list[Candidate]:

@@ -97,7 +97,8 @@ def choose(order: Order | str | Ordering, routes: Sequence[Any]) -> Order | Orde
     from .price_table import PriceTable
 
     if isinstance(order, Sticky):
-        return order.bound({r.name for r in routes}, choose(order.then, routes))
+        known = {r.id for r in routes} | {r.name for r in routes}
+        return order.bound(known, choose(order.then, routes))
     if isinstance(order, Ordering) and not isinstance(order, str):
         return order
     if order == Order.FASTEST:
