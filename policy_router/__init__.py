@@ -9,6 +9,7 @@ from .config.changes import Changes, Reconfigured
 from .core.journey import Attempt, Explanation, Journey, Routed, Verdict, Waited
 from .drive.preflight import Verdict as PreflightVerdict
 from .drive.stream import AsyncRoutedStream, RoutedStream, StreamRestart
+from .drive.stream_watch import IncompleteResponseWarning
 from .ground.capability import Capability
 from .ground.clock import Clock, ManualClock, MonotonicClock
 from .ground.errors import (
@@ -20,6 +21,7 @@ from .ground.errors import (
     PolicyRouterError,
     RateLimitedError,
     RefusedError,
+    ResponseFailedError,
     RouterClosedError,
     StoreUnavailableError,
 )
@@ -64,6 +66,7 @@ __all__ = [
     "Explanation",
     "Fastest",
     "Health",
+    "IncompleteResponseWarning",
     "InMemoryStore",
     "Journey",
     "LogObserver",
@@ -84,6 +87,7 @@ __all__ = [
     "Reconfigured",
     "RedisStore",
     "RefusedError",
+    "ResponseFailedError",
     "Requirements",
     "RestClosed",
     "RestOpened",

@@ -204,7 +204,10 @@ def test_fastest_statistics_and_sticky_follow_the_id_across_a_rename(fake: FakeP
     assert _one(router) == "B"  # sticky names the id, not the label
 
 
-def test_ids_from_a_policy_file_and_a_litellm_model_list(fake: FakeProvider, tmp_path: Path) -> None:
+def test_ids_from_a_policy_file_and_a_litellm_model_list(
+    fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("IDENTITY_KEY", "sk-x")
     policy = tmp_path / "policy.yaml"
     policy.write_text(
         yaml.safe_dump(
@@ -213,7 +216,8 @@ def test_ids_from_a_policy_file_and_a_litellm_model_list(fake: FakeProvider, tmp
                     "g": {
                         "routes": [
                             {"model": "openai/a", "id": "a-prod", "name": "A",
-                             "api_base": fake.base_url, "api_key": "sk-x", "capabilities": CAPS},
+                             "api_base": fake.base_url, "api_key": "os.environ/IDENTITY_KEY",
+                             "capabilities": CAPS},
                         ]
                     }
                 }

@@ -158,3 +158,15 @@ def test_an_unexpected_error_is_scrubbed_too(fake: FakeProvider, monkeypatch: py
     with pytest.raises(RuntimeError) as caught:
         router.completion(model="openai/a", messages=MESSAGES)
     assert "sk-boom-123456" not in str(caught.value)
+
+
+def test_an_exception_an_exception_holds_is_scrubbed_too() -> None:
+    """LiteLLM's MidStreamFallbackError prints its `original_exception` in its own text; no
+    chain links to it, so a scrubber that walked only `__cause__` left the key there."""
+    inner = litellm.InternalServerError("boom sk-held-inside-1", llm_provider="openai", model="m")
+    outer = litellm.exceptions.MidStreamFallbackError(
+        message="cut", model="m", llm_provider="openai", original_exception=inner
+    )
+    assert "sk-held-inside-1" in str(outer)
+    scrub_exception(outer, ("sk-held-inside-1",))
+    assert "sk-held-inside-1" not in str(outer) + str(inner) + repr(outer.args)

@@ -18,7 +18,7 @@ import httpx
 import litellm
 import openai
 
-from ..ground.errors import PolicyRouterError
+from ..ground.errors import PolicyRouterError, ResponseFailedError
 from ..ground.outcome import Fault, FaultKind, Wire
 from ..ground.route import Route
 
@@ -57,6 +57,9 @@ def classify(exc: BaseException, wire: Wire | None = None) -> Fault | None:
     failure is local (`Fault.sent` False), whatever LiteLLM's class says: about the route
     when its client, SDK or credentials could not be had, else about the request.
     """
+    if isinstance(exc, ResponseFailedError):
+        # The provider answered 200 and then said, in the stream, that the answer failed.
+        return Fault(FaultKind.STREAM_CUT, exc.status_code, str(exc))
     if isinstance(exc, PolicyRouterError) or not isinstance(
         exc, openai.APIError | litellm.exceptions.APIError | litellm.exceptions.APIConnectionError
     ):

@@ -17,7 +17,7 @@ from ..core.gate import Send
 from ..core.journey import Journey, Routed
 from ..core.plan import Plan
 from ..endpoints import Endpoint, StreamShape
-from . import failures, transport
+from . import failures, stream_events, transport
 from .loops import adrive, drive, later, step
 from .stream_watch import Opened, StreamRestart, Watch
 
@@ -280,8 +280,13 @@ def stream(
     def open_stream(send: Send) -> Opened:
         call_kwargs, strip = _stream_kwargs(kwargs, send, shape, plan.observed)
         source = transport.send(endpoint.function, call_kwargs, plan, send)
+        if shape.failure_events:
+            stream_events.tap(source)
         iterator = iter(source)
-        first = next(iterator, None)
+        try:
+            first = next(iterator, None)
+        except Exception as exc:
+            raise stream_events.typed(source, exc, send.route) from exc
         if first is None or shape.hollow(first):
             raise failures.stream_cut_error(send.route, "")
         return source, iterator, first, strip
@@ -313,8 +318,13 @@ async def astream(
     async def open_stream(send: Send) -> Opened:
         call_kwargs, strip = _stream_kwargs(kwargs, send, shape, plan.observed)
         source = await transport.asend(endpoint.afunction, call_kwargs, plan, send)
+        if shape.failure_events:
+            stream_events.tap(source)
         iterator = source.__aiter__()
-        first = await anext(iterator, None)
+        try:
+            first = await anext(iterator, None)
+        except Exception as exc:
+            raise stream_events.typed(source, exc, send.route) from exc
         if first is None or shape.hollow(first):
             raise failures.stream_cut_error(send.route, "")
         return source, iterator, first, strip

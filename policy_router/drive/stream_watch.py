@@ -7,6 +7,7 @@ stream is written once whichever loop reads it.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,9 +20,14 @@ from ..endpoints import StreamShape
 from ..ground.money import Usage
 from ..ground.outcome import FaultKind
 from ..state.store import Steps
-from . import failures
+from . import failures, stream_events
 
-__all__ = ["Opened", "StreamRestart", "Watch"]
+__all__ = ["IncompleteResponseWarning", "Opened", "StreamRestart", "Watch"]
+
+
+class IncompleteResponseWarning(UserWarning):
+    """A streamed answer ended, but incomplete (a Responses stream's `response.incomplete`:
+    `max_output_tokens` reached, or a content filter): told once per answer."""
 
 
 # What a stream's opener hands back: the source, its iterator, the first chunk, and
@@ -66,6 +72,7 @@ class Watch:
         self.usage: Usage | None = None
         self.done = False
         self.chunks = 0
+        self.warned = False
         self.passes(first)
 
     def passes(self, chunk: Any) -> bool:
@@ -78,6 +85,12 @@ class Watch:
             self.parts.append(piece.text)
         if piece.finish:
             self.finish_reason = piece.finish
+        if piece.warning and not self.warned:
+            self.warned = True  # once per answer, however many events repeat it
+            warnings.warn(
+                IncompleteResponseWarning(f"policy_router: {self.send.route.name}: {piece.warning}"),
+                stacklevel=3,
+            )
         return not (self.strip_usage and piece.usage is not None and not piece.carries)
 
     def take_pending(self) -> Any:
@@ -110,6 +123,7 @@ class Watch:
         if self.done:
             return exc
         self.done = True
+        exc = stream_events.typed(self.source, exc, self.send.route, "".join(self.parts))
         fault = failures.classify(exc)
         if fault is None:  # not the provider's doing: like a close, neither success nor failure
             yield from self.plan.finished(self.send, self.usage, closed=True)

@@ -24,6 +24,9 @@ class Piece:
     finish: str | None = None
     usage: Usage | None = None
     carries: bool = True
+    warning: str = ""
+    """Something the caller should be told once, though the stream goes on or ends well
+    (a Responses stream that ended `incomplete`)."""
 
 
 
@@ -40,6 +43,9 @@ class StreamShape:
     read: Callable[[Any], Piece]
     hollow: Callable[[Any], bool]
     ask_usage: bool
+    failure_events: bool = False
+    """Whether the stream's events may say it failed (`response.failed`, `error`): the
+    router then keeps such an event for the error it raises."""
 
 
 

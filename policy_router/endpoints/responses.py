@@ -39,7 +39,18 @@ def _read(event: Any) -> Piece:
     if kind == "response.output_text.delta":
         return Piece(str(getattr(event, "delta", "") or ""))
     if kind in _ENDS:
-        return Piece("", _ENDS[kind], usage(getattr(event, "response", None)))
+        response = getattr(event, "response", None)
+        warning = ""
+        if kind == "response.incomplete":
+            details = getattr(response, "incomplete_details", None)
+            reason = getattr(details, "reason", None) or (
+                details.get("reason") if isinstance(details, Mapping) else None
+            )
+            warning = (
+                f"the response ended incomplete ({reason or 'no reason given'}): its text "
+                "is what the model wrote before it stopped"
+            )
+        return Piece("", _ENDS[kind], usage(response), warning=warning)
     return Piece()
 
 
@@ -86,5 +97,5 @@ RESPONSES = Endpoint(
     check=_check,
     requirements=_requirements,
     usage=usage,
-    stream=StreamShape(_read, lambda _event: False, ask_usage=False),
+    stream=StreamShape(_read, lambda _event: False, ask_usage=False, failure_events=True),
 )

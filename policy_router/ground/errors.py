@@ -16,6 +16,8 @@ PEP 678 notes. The tree below covers what the router decides on its own:
     │                                 (also a litellm.Timeout and a TimeoutError)
     ├── RefusedError                  a provider refused the work on content policy
     │                                 (also a litellm.ContentPolicyViolationError)
+    ├── ResponseFailedError           a Responses stream said `response.failed` or `error`
+    │                                 (also LiteLLM's MidStreamFallbackError)
     ├── StoreUnavailableError (ConnectionError)   a shared store (Redis) cannot be reached
     └── RouterClosedError             the router was closed; nothing was sent
 
@@ -50,6 +52,7 @@ __all__ = [
     "PolicyRouterError",
     "RateLimitedError",
     "RefusedError",
+    "ResponseFailedError",
     "RouterClosedError",
     "StoreUnavailableError",
 ]
@@ -203,6 +206,54 @@ class RefusedError(PolicyRouterError, litellm.exceptions.ContentPolicyViolationE
 
     def __repr__(self) -> str:
         return f"RefusedError({self.args[0]!r})"
+
+
+class ResponseFailedError(PolicyRouterError, litellm.exceptions.MidStreamFallbackError):
+    """A Responses stream said, in the stream, that the answer failed: a `response.failed`
+    event or an `error` event, after the provider had answered 200.
+
+    `event` is that event as the provider sent it (a dict, with the route's secrets
+    masked), `code` and `status_code` what it says, `generated_content` the text streamed
+    before it. `provider_error` is LiteLLM's own exception for it (also the `__cause__`). It
+    is LiteLLM's `MidStreamFallbackError` too, the class LiteLLM raises for such an event, so
+    `except litellm.ServiceUnavailableError:` still catches it.
+    """
+
+    event: dict[str, Any]
+    code: str | None
+    provider_error: BaseException | None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        event: dict[str, Any],
+        code: str | None = None,
+        model: str = "",
+        llm_provider: str = "",
+        provider_error: BaseException | None = None,
+        generated_content: str = "",
+        journey: Any = None,
+    ) -> None:
+        litellm.exceptions.MidStreamFallbackError.__init__(
+            self,
+            message,
+            model=model,
+            llm_provider=llm_provider,
+            original_exception=provider_error if isinstance(provider_error, Exception) else None,
+            generated_content=generated_content,
+        )
+        self.args = (message,)
+        self.journey = journey
+        self.event = event
+        self.code = code
+        self.provider_error = provider_error
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __repr__(self) -> str:
+        return f"ResponseFailedError({self.args[0]!r})"
 
 
 class StoreUnavailableError(PolicyRouterError, ConnectionError):

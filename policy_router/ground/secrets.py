@@ -118,14 +118,21 @@ def _scrub_http(obj: Any, secrets: tuple[str, ...]) -> None:
 
 
 def scrub_exception(exc: BaseException, secrets: tuple[str, ...]) -> BaseException:
-    """Take `secrets` out of `exc` and of every exception in its chain, in place: message,
+    """Take `secrets` out of `exc` and of every exception it holds, in place: message,
     args, notes, string attributes (LiteLLM's `message`, the SDK's `body`), and the headers
-    of an attached HTTP request or response. Class, status and traceback are kept."""
+    of an attached HTTP request or response. Class, status and traceback are kept.
+
+    "Holds" is the chain (`__cause__`, `__context__`) and every attribute that is an
+    exception: LiteLLM's `MidStreamFallbackError` prints its `original_exception` in its
+    own text, which no chain links to."""
     if not secrets:
         return exc
     seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen and len(seen) < 16:
+    todo: list[BaseException] = [exc]
+    while todo and len(seen) < 16:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
         seen.add(id(current))
         with contextlib.suppress(TypeError, AttributeError):
             current.args = tuple(scrubbed(a, secrets) for a in current.args)
@@ -135,10 +142,12 @@ def scrub_exception(exc: BaseException, secrets: tuple[str, ...]) -> BaseExcepti
         for name, value in list(vars(current).items()) if hasattr(current, "__dict__") else ():
             if name.startswith("__"):
                 continue
-            if isinstance(value, str | Mapping | list | tuple):
+            if isinstance(value, BaseException):
+                todo.append(value)
+            elif isinstance(value, str | Mapping | list | tuple):
                 with contextlib.suppress(AttributeError, TypeError):
                     setattr(current, name, scrubbed(value, secrets))
             elif name in ("response", "request"):
                 _scrub_http(value, secrets)
-        current = current.__cause__ or current.__context__
+        todo += [e for e in (current.__context__, current.__cause__) if e is not None]
     return exc

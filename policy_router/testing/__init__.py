@@ -17,7 +17,7 @@ bills, honours `n`, `max_tokens`/`max_completion_tokens` and a model's own outpu
 
 from .responder import Cooperative
 from .server import FakeProvider
-from .steps import Cut, Drop, Fail, Hang, NoFinish, Refuse, Reply, Step, Trickle
+from .steps import Cut, Drop, Fail, Hang, NoFinish, Refuse, Reply, Step, StreamError, Trickle
 
 __all__ = [
     "Cooperative",
@@ -30,5 +30,6 @@ __all__ = [
     "Refuse",
     "Reply",
     "Step",
+    "StreamError",
     "Trickle",
 ]

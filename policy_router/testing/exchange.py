@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from .steps import Cut, Drop, Fail, Hang, NoFinish, Refuse, Reply, Step, Trickle
+from .steps import Cut, Drop, Fail, Hang, NoFinish, Refuse, Reply, Step, StreamError, Trickle
 
 __all__ = ["Exchange", "Handler", "Limits", "error_body", "split_text"]
 
@@ -104,6 +104,10 @@ class Exchange:
     ) -> Iterator[tuple[str | None, dict[str, Any]]]:
         raise NotImplementedError
 
+    def failure(self, step: StreamError) -> tuple[str | None, dict[str, Any]]:
+        """The event that says, in a stream, that the answer failed."""
+        return None, error_body(step.message, step.code, step.code)
+
     # -- playing a step --------------------------------------------------------------------
     def play(self, step: Step) -> None:
         try:
@@ -140,6 +144,8 @@ class Exchange:
             self._reply(step.reply, cut_after=step.after)
         elif isinstance(step, NoFinish):
             self._reply(step.reply, finish=False)
+        elif isinstance(step, StreamError):
+            self._reply(step.reply, cut_after=step.after, failure=step)
 
     def _drop(self) -> None:
         self.h.close_connection = True
@@ -154,10 +160,13 @@ class Exchange:
         gap: float = 0.0,
         cut_after: int | None = None,
         finish: bool = True,
+        failure: StreamError | None = None,
     ) -> None:
         self.h.fake._billed(self.place, self.billed(reply))
         if self.stream:
-            self._stream(reply, pieces=pieces, gap=gap, cut_after=cut_after, finish=finish)
+            self._stream(
+                reply, pieces=pieces, gap=gap, cut_after=cut_after, finish=finish, failure=failure
+            )
             return
         data = json.dumps(self.answer(reply)).encode()
         self.h.send_response(200)
@@ -177,7 +186,14 @@ class Exchange:
                 return
 
     def _stream(
-        self, reply: Reply, *, pieces: int, gap: float, cut_after: int | None, finish: bool
+        self,
+        reply: Reply,
+        *,
+        pieces: int,
+        gap: float,
+        cut_after: int | None,
+        finish: bool,
+        failure: StreamError | None = None,
     ) -> None:
         self.h.close_connection = True
         self.h.send_response(200)
@@ -188,6 +204,11 @@ class Exchange:
         events = list(self.events(reply, max(pieces, 1), finish))
         for i, (name, payload) in enumerate(events):
             if cut_after is not None and i >= cut_after:
+                if failure is not None:
+                    name, payload = self.failure(failure)
+                    head = f"event: {name}\n".encode() if name else b""
+                    self.h.wfile.write(head + b"data: " + json.dumps(payload).encode() + b"\n\n")
+                    self.h.wfile.flush()
                 self._drop()
                 return
             head = f"event: {name}\n".encode() if name else b""

@@ -16,7 +16,7 @@ from typing import Any
 
 from .billing import cap, prompt_tokens, words
 from .exchange import Exchange, split_text
-from .steps import Reply
+from .steps import Reply, StreamError
 
 __all__ = ["ResponsesExchange"]
 
@@ -100,6 +100,15 @@ class ResponsesExchange(Exchange):
     def answer(self, reply: Reply) -> dict[str, Any]:
         text, _, status = self._written(reply)
         return self._response(status, self._items(reply, text), self._usage(reply))
+
+    def failure(self, step: StreamError) -> tuple[str | None, dict[str, Any]]:
+        if step.event == "error":
+            return "error", {
+                "type": "error", "code": step.code, "message": step.message, "param": None,
+                "sequence_number": step.after,
+            }
+        failed = {**self._response("failed", [], None), "error": {"code": step.code, "message": step.message}}
+        return step.event, {"type": step.event, "sequence_number": step.after, "response": failed}
 
     def events(
         self, reply: Reply, pieces: int, finish: bool

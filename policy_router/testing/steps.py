@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Cut", "Drop", "Fail", "Hang", "NoFinish", "Refuse", "Reply", "Step", "Trickle"]
+__all__ = [
+    "Cut", "Drop", "Fail", "Hang", "NoFinish", "Refuse", "Reply", "Step", "StreamError", "Trickle",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,4 +82,22 @@ class Refuse:
     )
 
 
-Step = Reply | Fail | Hang | Trickle | Drop | Cut | NoFinish | Refuse
+@dataclass(frozen=True, slots=True)
+class StreamError:
+    """Stream `after` events, then say the answer failed, in the stream, and close.
+
+    On `/responses` the failure is a `response.failed` event (a response whose `status` is
+    "failed" with `error: {code, message}`), or with `event="error"` an `error` event
+    (`code`, `message`, `param`), as OpenAI sends them. On `/chat/completions` it is a
+    `data: {"error": {...}}` line. The request was answered with 200: the failure is only
+    in the stream.
+    """
+
+    after: int = 3
+    event: str = "response.failed"
+    code: str = "server_error"
+    message: str = "The model produced an error while generating a response."
+    reply: Reply = field(default_factory=Reply)
+
+
+Step = Reply | Fail | Hang | Trickle | Drop | Cut | NoFinish | Refuse | StreamError
