@@ -26,6 +26,7 @@ from ..ground.outcome import Fault
 from ..ground.records import Check, Skip
 from ..ground.route import Route
 from ..ground.secrets import scrub_exception
+from ..policies import continuity
 from ..policies.budget import Ledger, RequestFacts
 from ..policies.candidate import Candidate
 from ..policies.requirements import Requirements
@@ -93,6 +94,7 @@ class Plan(Outcomes):
         frame: Callable[[object], None] | None = None,
         secrets: tuple[str, ...] | None = None,
         on_dispatch: Callable[[str, int], None] | None = None,
+        continues: str | None = None,
     ) -> None:
         self.group = group
         # Every secret of the group's routes: taken out of whatever the request raises.
@@ -141,6 +143,9 @@ class Plan(Outcomes):
         self._by_health = by_health
         self._by_windows = by_windows
         self._reorder = True
+        # A Responses call continuing a conversation: pinned, at the first `next()`, to the
+        # route that made the response it continues (one store read).
+        self._continues = continues
         self._rates = rates
         self._gate = Gate(health, rates, ledger, facts)
         self._wait_for_capacity = wait_for_capacity
@@ -193,6 +198,13 @@ class Plan(Outcomes):
             return None
 
     def _next(self) -> Steps[Send | None]:
+        if self._continues is not None:
+            previous, self._continues = self._continues, None
+            made = yield from continuity.recall(previous)
+            kept, skips = continuity.pinned([c for c, _, _ in self._queue], previous, made)
+            for skip in skips:
+                self._record(skip)
+            self._queue = deque(e for e in self._queue if e[0] in kept)
         if self._by_health is not None:
             seen: Mapping[str, Health] = yield StoreCall("all_health")
             ordered = self._by_health([c for c, _, _ in self._queue], seen)

@@ -255,6 +255,12 @@ class Planner:
         wait = kwargs.get("wait_for_capacity", self._wait)
         if not isinstance(wait, bool):
             raise ConfigError(f"wait_for_capacity must be True or False, got {wait!r}")
+        previous = call_kwargs.get("previous_response_id") if endpoint.name == "responses" else None
+        if previous is not None and (not isinstance(previous, str) or not previous.strip()):
+            raise ConfigError(
+                "previous_response_id must be the id of an earlier response (a non-empty "
+                f"string, as response.id gave it), got {previous!r}"
+            )
         plan = Plan(
             group,
             candidates,
@@ -280,6 +286,7 @@ class Planner:
             frame=self._frame,
             on_dispatch=self._dispatched(group) if order is not Order.AS_LISTED else None,
             secrets=self._secrets.get(group),
+            continues=previous,
         )
         return plan, call_kwargs
 

@@ -19,6 +19,7 @@ from ..core.plan import Plan
 from ..endpoints import StreamShape
 from ..ground.money import Usage
 from ..ground.outcome import FaultKind
+from ..policies import continuity
 from ..state.store import Steps
 from . import failures, stream_events
 
@@ -73,6 +74,7 @@ class Watch:
         self.done = False
         self.chunks = 0
         self.warned = False
+        self.answer_id = ""
         self.passes(first)
 
     def passes(self, chunk: Any) -> bool:
@@ -85,6 +87,8 @@ class Watch:
             self.parts.append(piece.text)
         if piece.finish:
             self.finish_reason = piece.finish
+        if piece.answer_id:
+            self.answer_id = piece.answer_id
         if piece.warning and not self.warned:
             self.warned = True  # once per answer, however many events repeat it
             warnings.warn(
@@ -107,6 +111,7 @@ class Watch:
             return failures.stream_cut_error(self.send.route, "".join(self.parts))
         self.done = True
         yield from self.plan.finished(self.send, self.usage)
+        yield from continuity.remember(self.answer_id, self.send.route)
         self.plan.ended()
         return None
 

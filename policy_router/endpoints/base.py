@@ -24,6 +24,8 @@ class Piece:
     finish: str | None = None
     usage: Usage | None = None
     carries: bool = True
+    answer_id: str = ""
+    """The id the provider gave the answer, when the chunk carries it (a Responses event)."""
     warning: str = ""
     """Something the caller should be told once, though the stream goes on or ends well
     (a Responses stream that ended `incomplete`)."""

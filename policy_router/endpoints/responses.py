@@ -38,6 +38,9 @@ def _read(event: Any) -> Piece:
     kind = str(getattr(kind, "value", kind))  # LiteLLM's events carry an Enum type
     if kind == "response.output_text.delta":
         return Piece(str(getattr(event, "delta", "") or ""))
+    if kind == "response.created":
+        made = getattr(getattr(event, "response", None), "id", None)
+        return Piece(answer_id=made if isinstance(made, str) else "")
     if kind in _ENDS:
         response = getattr(event, "response", None)
         warning = ""

@@ -22,6 +22,8 @@ class Check(StrEnum):
     KNOWN = "known"
     REQUIREMENTS = "requirements"
     FLOOR = "floor"
+    CONTINUITY = "continuity"
+    """A call with `previous_response_id` goes to the route that made that response."""
     BREAKER = "breaker"
     RATE_LIMIT = "rate_limit"
     BUDGET = "budget"

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cachetools import LRUCache
+from cachetools import LRUCache, TTLCache
 
 from .store import Health, SpendState, StoreCall
 from .windows import MemoryWindows, Window
@@ -70,6 +70,17 @@ class InMemoryStore:
         self._done: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=4096)
         self._health: dict[str, Health] = {}
         self._windows = None
+        # Which route made each response (Responses continuity), for as long as the
+        # provider keeps it, the oldest forgotten first past this many.
+        self._made: TTLCache[str, tuple[str, bool]] = TTLCache(maxsize=100_000, ttl=30 * 24 * 3600)
+
+    def remember_response(self, response: str, route: str, on_device: bool, seconds: float) -> None:
+        with self._lock:
+            self._made[response] = (route, on_device)
+
+    def recall_response(self, response: str) -> tuple[str, bool] | None:
+        with self._lock:
+            return self._made.get(response)
 
     def _account(self, budget: str) -> list[int]:
         account = self._spend.get(budget)

@@ -296,4 +296,12 @@ class Store(Protocol):
 
     def reset_health(self, route: str | None = None) -> None: ...
 
+    def remember_response(self, response: str, route: str, on_device: bool, seconds: float) -> None:
+        """Remember for `seconds` that the route whose id is `route` made `response`."""
+        ...
+
+    def recall_response(self, response: str) -> tuple[str, bool] | None:
+        """The route id that made `response` and whether it was on the device, or None."""
+        ...
+
 

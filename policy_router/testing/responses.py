@@ -5,6 +5,10 @@ A stream is the events OpenAI sends, in order: `response.created`, `response.in_
 (one per piece), `response.output_text.done`, `response.content_part.done`,
 `response.output_item.done`, and `response.completed` carrying the whole response with its
 usage. A stream that never finishes (`NoFinish`) stops before `response.completed`.
+
+Like OpenAI, a model continues only a conversation it holds: a request whose
+`previous_response_id` that model did not produce is answered 400
+`previous_response_not_found`.
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from .billing import cap, prompt_tokens, words
-from .exchange import Exchange, split_text
-from .steps import Reply, StreamError
+from .exchange import Exchange, error_body, split_text
+from .steps import Reply, Step, StreamError
 
 __all__ = ["ResponsesExchange"]
 
@@ -26,6 +30,20 @@ class ResponsesExchange(Exchange):
 
     prefix = "resp_fake"
     done = None  # the Responses stream ends with response.completed, not [DONE]
+
+    def play(self, step: Step) -> None:
+        previous = self.body.get("previous_response_id")
+        if isinstance(previous, str) and not self.h.fake._holds(self.model, previous):
+            self.h.send_json(
+                400,
+                error_body(
+                    f"Previous response with id '{previous}' not found.",
+                    "invalid_request_error",
+                    "previous_response_not_found",
+                ),
+            )
+            return
+        super().play(step)
 
     def _written(self, reply: Reply) -> tuple[str, int, str]:
         limit = cap(self.body, self.limits.max_output, "max_output_tokens")
@@ -98,6 +116,7 @@ class ResponsesExchange(Exchange):
         }
 
     def answer(self, reply: Reply) -> dict[str, Any]:
+        self.h.fake._responded(self.model, self.id)
         text, _, status = self._written(reply)
         return self._response(status, self._items(reply, text), self._usage(reply))
 
@@ -113,6 +132,7 @@ class ResponsesExchange(Exchange):
     def events(
         self, reply: Reply, pieces: int, finish: bool
     ) -> Iterator[tuple[str | None, dict[str, Any]]]:
+        self.h.fake._responded(self.model, self.id)
         text, _, status = self._written(reply)
         sequence = iter(range(10_000))
 

@@ -53,6 +53,8 @@ class FakeProvider:
         # request's bound until its reply is written, then what the reply billed.
         self._windows: dict[str, deque[list[float]]] = defaultdict(deque)
         self._refused: dict[str, int] = defaultdict(int)
+        # Per model, the ids of the Responses answers it gave: only it can continue one.
+        self._made: dict[str, set[str]] = defaultdict(set)
         self._connections = 0
         self._strays = 0  # requests received for no endpoint it serves (or not JSON)
         self._stopping = threading.Event()
@@ -156,6 +158,14 @@ class FakeProvider:
         with self._lock:
             return list(self._bodies.get(_bare(model), ()))
 
+    def _responded(self, model: str, response: str) -> None:
+        with self._lock:
+            self._made[_bare(model)].add(response)
+
+    def _holds(self, model: str, response: str) -> bool:
+        with self._lock:
+            return response in self._made.get(_bare(model), ())
+
     def reset(self) -> None:
         """Forget every script, count and limit."""
         with self._lock:
@@ -164,6 +174,7 @@ class FakeProvider:
             self._limits.clear()
             self._windows.clear()
             self._refused.clear()
+            self._made.clear()
             self._connections = 0
             self._strays = 0
 

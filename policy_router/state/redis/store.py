@@ -9,12 +9,11 @@ client retry on a new connection, a replay from the backlog after a lost reply) 
 nothing. Processes on any number of machines share one cap and cannot overshoot it when
 every call's bound is finite.
 
-Health: see `health.py` (records on the server's clock, versioned writes applied once
-per write id, probes owned by the attempt that claimed them).
+Health: see `health.py` (records on the server's clock, versioned writes applied once per
+write id, probes owned by the attempt that claimed them). Responses: `responses.py`.
 
-Sync calls use redis-py's `redis` client; async calls await a `redis.asyncio` client of
-their own event loop (the decision core yields its store calls, see `state.store`), so an
-event loop never waits on Redis.
+Sync calls use redis-py's `redis` client; async calls await a `redis.asyncio` client of their
+own event loop (the core yields its store calls, `state.store`): no loop waits on Redis.
 
 When Redis cannot be reached (refused, timed out, wrong password), the store fails in the
 safe direction. Budget checks fail closed: the budget refuses every route with "budget
@@ -50,17 +49,16 @@ from .limits import close_args, finish_write, take_args, windows_args
 from .limits import decode as decode_window
 from .limits import decode_all as decode_windows
 from .link import Link, address
+from .responses import RememberedResponses
 
 # Outcome writes: whatever their fate, the attempt no longer needs its probe.
 _OUTCOMES = (":release", ":succeeded", ":failed")
-
-# redis-py's clients are taken as Any (see `link.py`).
-_Client = Any
+_Client = Any  # redis-py's clients are taken as Any (see `link.py`)
 
 __all__ = ["RedisStore"]
 
 
-class RedisStore:
+class RedisStore(RememberedResponses):
     """Budgets and route health in Redis, shared by every router that uses the same keys.
 
     `url` takes redis-py's forms: `redis://[[user]:password@]host:port/db`, `rediss://`
@@ -157,7 +155,6 @@ class RedisStore:
         view._local = InMemoryStore()
         return view
 
-    # -- keys ------------------------------------------------------------------------------
     def _budget_key(self, budget: str) -> str:
         return f"{self.namespace}:budget:{budget}"
 
@@ -304,6 +301,9 @@ class RedisStore:
         if call.method == "close_window":
             self._link.defer(close_args(self.namespace, *call.args))
             return None
+        if call.method == "remember_response":
+            self._local.remember_response(*call.args)
+            return self._link.defer(self._made_write(*call.args))
         if call.method == "update_health":
             route, change = call.args
             token = call.kwargs.get("token", "")
