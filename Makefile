@@ -25,7 +25,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml constraints.txt
-	$(PIP) install --quiet -c constraints.txt -e '.[dev,langchain,notebooks,redis,otel]'
+	$(PIP) install --quiet -c constraints.txt -e '.[dev,langchain,notebooks,redis,otel,duckdb,postgres]'
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed

@@ -29,6 +29,14 @@ from .ground.money import Money, Usage
 from .ground.reach import Reach
 from .ground.records import Check, Skip
 from .ground.route import Route
+from .observe.metrics import (
+    DuckDBMetrics,
+    MetricRow,
+    MetricsSchemaError,
+    MetricsStore,
+    PostgresMetrics,
+    SQLiteMetrics,
+)
 from .observe.observers import AttemptLog, LogObserver, read_attempts, read_skips
 from .policies.breaker import Breaker, RestClosed, RestOpened
 from .policies.budget import Budget, Spending
@@ -39,6 +47,7 @@ from .policies.price_table import PriceTable
 from .policies.prices import Price
 from .policies.requirements import Requirements
 from .policies.retry import Retry
+from .policies.score import RouteScore, Score
 from .router import Router
 from .state.memory import InMemoryStore
 from .state.redis.store import RedisStore
@@ -63,14 +72,18 @@ __all__ = [
     "Clock",
     "ConfigError",
     "DeadlineExceededError",
+    "DuckDBMetrics",
     "Explanation",
     "Fastest",
     "Health",
-    "IncompleteResponseWarning",
     "InMemoryStore",
+    "IncompleteResponseWarning",
     "Journey",
     "LogObserver",
     "ManualClock",
+    "MetricRow",
+    "MetricsSchemaError",
+    "MetricsStore",
     "Money",
     "MonotonicClock",
     "NoRouteError",
@@ -79,6 +92,7 @@ __all__ = [
     "Ordering",
     "OverBudgetError",
     "PolicyRouterError",
+    "PostgresMetrics",
     "PreflightVerdict",
     "Price",
     "PriceTable",
@@ -87,16 +101,19 @@ __all__ = [
     "Reconfigured",
     "RedisStore",
     "RefusedError",
-    "ResponseFailedError",
     "Requirements",
+    "ResponseFailedError",
     "RestClosed",
     "RestOpened",
     "Retry",
     "Route",
+    "RouteScore",
     "Routed",
     "RoutedStream",
     "Router",
     "RouterClosedError",
+    "SQLiteMetrics",
+    "Score",
     "Skip",
     "Spending",
     "Store",

@@ -9,6 +9,7 @@ every endpoint, which is data (`endpoints/`).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -28,11 +29,13 @@ from .ground.clock import Clock
 from .ground.errors import ConfigError, RouterClosedError
 from .ground.route import Route
 from .observe import overview
+from .observe.metrics import MetricsStore
 from .observe.observers import Observer
 from .policies.breaker import Breaker
 from .policies.budget import Budget
 from .policies.order import Order, Ordering
 from .policies.retry import Retry
+from .policies.score import Score
 from .state.store import Store
 
 __all__ = ["Router"]
@@ -67,6 +70,11 @@ class Router(LiteLLMFace, Inspection):
     Routes with `rpm`/`tpm` are skipped while their window is full; with
     `wait_for_capacity=True` (or per call) a request whose every route is full waits for
     the earliest slot instead, never past its deadline.
+
+    With `metrics=` (`SQLiteMetrics`, `DuckDBMetrics`, `PostgresMetrics`) every attempt is
+    recorded there off the request path, under `metrics_scope` (the router's `name` by
+    default); `order=Order.SCORE` (with `score=Score(...)`) ranks routes by that history,
+    shared by every process writing the same store and kept across restarts.
     """
 
     def __init__(
@@ -86,6 +94,9 @@ class Router(LiteLLMFace, Inspection):
         on_restart: Callable[[StreamRestart], None] | None = None,
         quiet_litellm: bool = True,
         wait_for_capacity: bool = False,
+        metrics: MetricsStore | None = None,
+        metrics_scope: str | None = None,
+        score: Score | None = None,
     ) -> None:
         self._lock = threading.Lock()  # one reconfiguration at a time
         self._notes: tuple[str, ...] = ()
@@ -108,6 +119,9 @@ class Router(LiteLLMFace, Inspection):
                 "on_restart": on_restart,
                 "quiet_litellm": quiet_litellm,
                 "wait_for_capacity": wait_for_capacity,
+                "metrics": metrics,
+                "metrics_scope": metrics_scope,
+                "score": score,
             }
         )
         self._attach(self._now.observers)
@@ -164,8 +178,9 @@ class Router(LiteLLMFace, Inspection):
             raise ConfigError("; ".join(loaded.missing))
         router = cls(loaded.routes, **{**loaded.policies, **overrides})
         router._notes = tuple(loaded.notes)
-        if "store" in loaded.policies and "store" not in overrides:
-            router._owned.append(loaded.policies["store"])  # built from the file's URL
+        for made in ("store", "metrics"):  # built from the file's URL or path: the router's
+            if made in loaded.policies and made not in overrides:
+                router._owned.append(loaded.policies[made])
         return router
 
     # -- changing a running router ---------------------------------------------------------
@@ -193,12 +208,15 @@ class Router(LiteLLMFace, Inspection):
             self._now = after
             if after.observers is not before.observers:
                 self._attach([o for o in after.observers if o not in before.observers])
+        if before.recorder is not None and before.recorder is not after.recorder:
+            before.recorder.stop()  # what it buffered is written to the store it had
         after.emit(Reconfigured(found))
         return found
 
     def reload(self) -> Changes:
         """Read the file this router was built from (`Router.from_config`) again and apply it
-        with `reconfigure`. A store the file names is kept while its address is unchanged."""
+        with `reconfigure`. A store (or metrics store) the file names is kept while its
+        address is unchanged."""
         from .config.policy_file import load
 
         if self._source is None:
@@ -208,10 +226,11 @@ class Router(LiteLLMFace, Inspection):
         if loaded.missing:
             raise ConfigError("; ".join(loaded.missing))
         policies = {**loaded.policies, **overrides}
-        built, held = policies.get("store"), self._now.args["store"]
-        if built is not None and repr(built) == repr(held):
-            built.close()  # the same address: keep the store the router holds
-            policies["store"] = held
+        for kind in ("store", "metrics"):
+            built, held = policies.get(kind), self._now.args[kind]
+            if built is not None and repr(built) == repr(held):
+                built.close()  # the same address: keep the store the router holds
+                policies[kind] = held
         found = self.reconfigure(routes=loaded.routes, **policies)
         self._notes = tuple(loaded.notes)
         return found
@@ -229,6 +248,8 @@ class Router(LiteLLMFace, Inspection):
         if self._closed:
             return
         self._closed = True
+        if self._now.recorder is not None:
+            self._now.recorder.stop()
         for owned in self._owned:
             owned.close()
 
@@ -237,6 +258,8 @@ class Router(LiteLLMFace, Inspection):
         if self._closed:
             return
         self._closed = True
+        if self._now.recorder is not None:
+            await asyncio.to_thread(self._now.recorder.stop)
         for owned in self._owned:
             aclose = getattr(owned, "aclose", None)
             await aclose() if aclose is not None else owned.close()

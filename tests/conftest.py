@@ -18,6 +18,7 @@ from policy_router import Check, LogObserver, PriceTable, Route, Skip
 from policy_router.state.store import perform
 from policy_router.testing import FakeProvider
 
+from ._postgres import PostgresServer
 from ._redis import BINARY, WHY_MISSING, RedisServer
 
 # Every key the suite uses starts with this, so a test can look for any of them.
@@ -39,6 +40,13 @@ def redis_server() -> Iterator[RedisServer]:
     if BINARY is None:
         pytest.fail(WHY_MISSING)
     with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL server (pgserver's binaries) on a Unix socket for the whole session."""
+    with PostgresServer() as server:
         yield server
 
 

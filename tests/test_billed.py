@@ -109,6 +109,9 @@ def test_billing_the_request_cannot_show_is_unbounded(
         strict.responses(model="g", input="hi", max_output_tokens=10, **kwargs)
     assert fake.requests() == 0 and "strict" in str(caught.value)
     lenient, _ = _router(fake, cap="100.00")
+    if "previous_response_id" in kwargs:  # a conversation the route really holds
+        made = lenient.responses(model="g", input="first", max_output_tokens=10).id
+        kwargs = {**kwargs, "previous_response_id": made}
     lenient.responses(model="g", input="hi", max_output_tokens=10, **kwargs)
     assert lenient.spending().overshoot_possible
 

@@ -67,7 +67,8 @@ def test_a_streamed_answer_is_continued_where_it_was_made(fake: FakeProvider) ->
     # Models LiteLLM streams natively on the Responses API.
     router = Router([_route(fake, "gpt-4o-mini"), _route(fake, "gpt-4o")], order=Order.ROUND_ROBIN)
     stream = router.responses(model="g", input="hello", stream=True)
-    made = [e.response.id for e in stream if str(getattr(e, "type", "")).endswith("CREATED")][0]
+    events = list(stream)  # read to its end: the id is remembered at a clean end
+    made = next(e.response.id for e in events if str(getattr(e, "type", "")).endswith("CREATED"))
     assert stream.journey.answered_by == "openai/gpt-4o-mini"
     then = router.responses(model="g", input="more", previous_response_id=made)
     assert then._hidden_params["policy_router"].answered_by == "openai/gpt-4o-mini"

@@ -1,9 +1,10 @@
-"""`policy-router demo|check|diff|explain|prices|report` (or `python -m policy_router ...`).
+"""`policy-router demo|check|diff|explain|prices|report|metrics` (or `python -m policy_router`).
 
 `demo` runs the router on an embedded FakeProvider, no keys needed; `check`, `diff`,
 `explain` and `prices` read a policy file (or a LiteLLM proxy config) and send nothing
 (unless `check --preflight`); `diff OLD NEW` says what `Router.reload()` would change
-(exit 1 when anything would); `report` reads an attempt log. Exit codes: 0 ok, 1 problems found, 2 a usage or configuration error
+(exit 1 when anything would); `report` reads an attempt log or a metrics store; `metrics`
+creates, inspects and migrates a metrics store's schema. Exit codes: 0 ok, 1 problems found, 2 a usage or configuration error
 (said in one line on stderr, never a traceback), 130 interrupted.
 
 Set `LITELLM_LOCAL_MODEL_COST_MAP=True` in the environment (as `make demo` does) so that
@@ -142,9 +143,34 @@ def report_cmd(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     """Per route over a window: requests, success rate, p50/p95, cost, top reasons."""
     from ..observe.report import read
 
-    report = read(args.log, _since(args.since))
+    report = _metrics_report(args) if _is_metrics(args.log) else read(args.log, _since(args.since))
     out(json.dumps(report.to_dict(), indent=2) if args.json else str(report))
     return 0
+
+
+def _is_metrics(target: str) -> bool:
+    if target.startswith(("postgresql://", "postgres://", "duckdb:", "os.environ/")) or target.endswith(".duckdb"):
+        return True
+    import sqlite3
+
+    path = Path(target.removeprefix("sqlite:"))
+    if not path.is_file():
+        return False
+    with sqlite3.connect(path) as db:
+        return bool(db.execute("SELECT 1 FROM sqlite_master WHERE name = 'policy_router_attempts'").fetchone())
+
+
+def _metrics_report(args: argparse.Namespace) -> Any:
+    from ..observe.metrics.report import report_of, since_cutoff
+    from .metrics import target
+
+    store = target(args.log)
+    try:
+        since = _since(args.since)
+        rows = store.read(args.scope, since_cutoff(since))
+    finally:
+        store.close()
+    return report_of(rows, [], source=store.target + (f" ({args.scope})" if args.scope else ""), since=since)
 
 
 def _since(text: str) -> float | None:
@@ -201,6 +227,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--max-tokens", type=int, default=None, help="the reply cap the request would set"
     )
     commands.add_parser(
+        "metrics",
+        help="a metrics store's schema: create, inspect or migrate TARGET "
+        "(`policy-router metrics --help`)",
+    )
+    commands.add_parser(
         "prices",
         help="price tables: the rows in use [CONFIG], show [MODEL], import litellm MODEL..., "
         "diff OLD NEW (`policy-router prices --help`)",
@@ -208,7 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_report = commands.add_parser(
         "report", help="per-route requests, success, latency, cost and reasons from a log"
     )
-    p_report.add_argument("log", help="an attempt log (AttemptLog's SQLite file)")
+    p_report.add_argument(
+        "log", help="an attempt log (AttemptLog's SQLite file) or a metrics store TARGET"
+    )
+    p_report.add_argument("--scope", default=None, help="a metrics store's scope (default: all)")
     p_report.add_argument(
         "--since", default="1h", help="the window: 90s, 30m, 24h, 7d, or all (default 1h)"
     )
@@ -218,6 +252,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A warning about the user's file (a literal key) is one line, not a source excerpt.
     warnings.showwarning = lambda message, *_, **__: print(f"warning: {message}", file=sys.stderr)
     try:
+        if argv[:1] == ["metrics"]:
+            from .metrics import run as metrics
+
+            return metrics(argv[1:], print)
         if argv[:1] == ["prices"]:
             # `prices` has verbs of its own (show, import, diff), parsed by `cli.prices`.
             from .prices import run

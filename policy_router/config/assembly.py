@@ -23,6 +23,7 @@ from ..ground.clock import Clock, MonotonicClock
 from ..ground.deadline import check_seconds
 from ..ground.errors import ConfigError
 from ..ground.route import Route, identities
+from ..observe.metrics import Recorder
 from ..observe.observers import AttemptLog, LogObserver, Observer, fan_out
 from ..observe.report import History
 from ..policies.breaker import HealthBook, counting_for
@@ -32,6 +33,7 @@ from ..policies.order import Order, Ordering
 from ..policies.orderings import choose
 from ..state.memory import InMemoryStore
 from ..state.store import Store
+from . import learning
 
 __all__ = ["ARGUMENTS", "Assembly", "assemble"]
 
@@ -49,6 +51,9 @@ ARGUMENTS: Mapping[str, Any] = {
     "on_restart": None,
     "quiet_litellm": True,
     "wait_for_capacity": False,
+    "metrics": None,
+    "metrics_scope": None,
+    "score": None,
 }
 """The constructor's keyword arguments (besides `routes`) and their defaults."""
 
@@ -72,6 +77,7 @@ class Assembly:
     planner: Planner
     restart: bool
     on_restart: Callable[[StreamRestart], None] | None
+    recorder: Recorder | None = None
 
     @property
     def name(self) -> str:
@@ -126,6 +132,8 @@ def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assem
     )
     deadline = check_seconds(a["deadline"], "deadline")
     default, orders = _orders(a["order"], routes, previous)
+    recorder = learning.recorder(a, routes, previous)
+    default, orders = learning.bind(default, orders, a, recorder)
     settings.check_globals()
     if a["quiet_litellm"]:
         settings.silence_banner()
@@ -135,10 +143,13 @@ def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assem
     clock: Clock = previous.clock if same_place and previous else a["clock"] or MonotonicClock()
     observers = tuple(a["observers"] or ())
     history = previous.history if previous is not None else History()
-    if same_place and previous is not None and observers == previous.observers:
+    if (
+        same_place and previous is not None and observers == previous.observers
+        and recorder is previous.recorder
+    ):
         given, store, emit = previous.given_store, previous.store, previous.emit
     else:
-        emit = fan_out([LogObserver(), history, *observers])
+        emit = fan_out([LogObserver(), history, *observers, *([recorder] if recorder else [])])
         given = a["store"] if a["store"] is not None else (
             previous.given_store if same_place and previous else InMemoryStore()
         )
@@ -180,4 +191,5 @@ def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assem
         planner=planner,
         restart=a["stream_failure"] == "restart",
         on_restart=a["on_restart"],
+        recorder=recorder,
     )

@@ -13,12 +13,16 @@ from ..drive.preflight import Verdict as PreflightVerdict
 from ..drive.preflight import embeds_only, preflight_route, problems, rest_denied
 from ..ground.errors import ConfigError
 from ..ground.route import shared_ids
+from ..observe.metrics.report import report_of, since_cutoff
 from ..observe.observers import AttemptLog
 from ..observe.report import Report
 from ..observe.report import read as read_report
 from ..policies.budget import Spending
+from ..policies.order import OrderContext
+from ..policies.score import RouteScore, Scored
 from ..state.store import Health
 from ..state.windows import Window
+from . import learning
 from .assembly import Assembly
 
 __all__ = ["Inspection"]
@@ -75,8 +79,17 @@ class Inspection:
     def report(self, since: float | None = 3600.0) -> Report:
         """Per route over the last `since` seconds (None: all): requests, success rate,
         p50/p95 latency, cost, and the top skip and failure reasons. Read from the router's
-        `AttemptLog` when it has one (every process writing it), else from this process's
-        last 2,000 attempts and skips. Prints as a table; an HTML table in Jupyter."""
+        metrics store when it has one (every process writing it under its scope; regular
+        and streaming apart, with error, rate-limit and timeout tallies, every route
+        listed), else its `AttemptLog`, else this process's last 2,000 attempts and skips.
+        Prints as a table; an HTML table in Jupyter."""
+        recorder = self._now.recorder
+        if recorder is not None:
+            self._open()
+            recorder.flush(timeout=2.0)
+            rows = recorder.store.read(recorder.scope, since_cutoff(since))
+            routes = [(r.group, r.id, r.name) for r in self._now.routes]
+            return report_of(rows, routes, source=f"{recorder.store.target} ({recorder.scope})", since=since)
         log = next((o for o in self._now.observers if isinstance(o, AttemptLog)), None)
         if log is not None and log.path.exists():
             return read_report(log.path, since)
@@ -145,6 +158,31 @@ class Inspection:
         budget = self._now.ledger.budget if self._now.ledger is not None else None
         found = problems(self._now.routes, self.unusable(), budget, self._now.store, max_age_days, today)
         return [*self._notes, *shared_ids(list(self._now.routes)), *found]
+
+    def scores(
+        self, model: str | None = None, *, streaming: bool = False, endpoint: str = "chat"
+    ) -> tuple[RouteScore, ...]:
+        """Each route of the group's `RouteScore` from the metrics store's history (regular
+        calls, or streaming ones), as listed: the total, its success, speed and cost parts,
+        and the evidence behind them. Raises what the store raises (a ranking would fall
+        back to the listed order instead)."""
+        self._open()
+        recorder = self._now.recorder
+        if recorder is None:
+            raise ConfigError("scores() reads the router's history: build it with metrics=SQLiteMetrics(path)")
+        group, candidates = self._now.planner.group(model)
+        order = self._now.planner.order_of(group)
+        scored = order if isinstance(order, Scored) else learning.bind(Scored(), {}, self._now.args, recorder)[0]
+        assert isinstance(scored, Scored)
+        context = OrderContext(group, None, self._now.clock.now(), endpoint=endpoint, streaming=streaming)
+        return tuple(scored.scores(candidates, context))
+
+    def flush_metrics(self, timeout: float = 5.0) -> bool:
+        """Wait until every attempt recorded so far is written to the metrics store (True),
+        or `timeout` passes (False). Writes happen anyway, off the request path; this is for
+        a test, a notebook, or a process about to exit."""
+        recorder = self._now.recorder
+        return True if recorder is None else recorder.flush(timeout)
 
     def capabilities(self, route: str) -> frozenset[str]:
         """What the named route can do, as capability names (the endpoints it serves too)."""

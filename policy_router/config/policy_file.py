@@ -31,8 +31,6 @@ from ..ground import catalog
 from ..ground.errors import ConfigError
 from ..ground.route import Route
 from ..ground.secrets import is_secret_name
-from ..observe.extras import need_opentelemetry
-from ..observe.observers import AttemptLog
 from ..policies.breaker import Breaker
 from ..policies.budget import Budget
 from ..policies.order import Order
@@ -40,6 +38,7 @@ from ..policies.orderings import named
 from ..policies.price_table import PriceTable, _parse
 from ..policies.retry import Retry
 from .litellm import ENV_PREFIX, Loaded, from_environment, secret
+from .observing import MetricsSpec, ObserversSpec, ScoreSpec, learning_policies, observers_of
 from .proxy import is_proxy_config, proxy_config
 
 __all__ = ["Loaded", "load", "routes_and_policies"]
@@ -128,11 +127,6 @@ class BreakerSpec(_Strict):
     settled: float = 3600.0
 
 
-class ObserversSpec(_Strict):
-    attempt_log: str | None = None
-    otel: bool = False
-
-
 class StoreSpec(_Strict):
     redis: str
     namespace: str | None = None
@@ -151,6 +145,9 @@ class PolicySpec(_Strict):
     wait_for_capacity: bool = False
     store: StoreSpec | None = None
     observers: ObserversSpec | None = None
+    metrics: MetricsSpec | None = None
+    metrics_scope: str | None = Field(default=None, min_length=1)
+    score: ScoreSpec | None = None
 
 
 def _where(loc: Sequence[int | str]) -> str:
@@ -355,23 +352,12 @@ def routes_and_policies(
             except ConfigError as error:
                 raise ConfigError(f"{source}: store: {error}") from None
     if spec.observers is not None:
-        policies["observers"] = _observers(spec.observers, base, source)
+        policies["observers"] = observers_of(spec.observers, base, source)
+    policies |= learning_policies(
+        spec.metrics, spec.metrics_scope, spec.score, source, base,
+        lambda value, where: secret(value, where, missing),
+    )
     return Loaded(routes, policies, missing)
-
-
-def _observers(spec: ObserversSpec, base: Path, source: str) -> list[Any]:
-    observers: list[Any] = []
-    if spec.attempt_log:
-        log = Path(spec.attempt_log)
-        observers.append(AttemptLog(log if log.is_absolute() else base / log))
-    if spec.otel:
-        try:
-            need_opentelemetry()
-            from ..observe.otel import OTelObserver
-        except ImportError as error:
-            raise ConfigError(f"{source}: observers.otel: {error}") from None
-        observers.append(OTelObserver())  # the application's global tracer and meter
-    return observers
 
 
 def load(config: str | Path | Mapping[str, Any]) -> Loaded:

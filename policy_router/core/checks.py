@@ -78,11 +78,13 @@ def explain(
     ledger: Ledger | None = None,
     facts: RequestFacts | None = None,
     windows: Mapping[str, Any] | None = None,
+    notes: Mapping[str, str] | None = None,
 ) -> Explanation:
     """Every route's verdict for a request, in the order the router would consider them.
 
     Nothing is sent and nothing is reserved: the budget is asked what it would do now, and
-    a rate-limited route shows its window ("rpm 42/60").
+    a rate-limited route shows its window ("rpm 42/60"); `notes` (by route id) are what the
+    ordering says of each route (`Order.SCORE`: its score and parts).
     """
     eligible, skipped = sift(candidates, needs)
     skips = {s.route: s for s in skipped}
@@ -94,6 +96,8 @@ def explain(
         if facts is not None and c.price is not None and c.route.prices is not None:
             est = c.price.estimate(facts.prompt_tokens, facts.reply_tokens or DEFAULT_REPLY_TOKENS)
             reason += f"; est. {Money(est, c.route.prices.currency)}"
+        if notes and c.id in notes:
+            reason += f"; {notes[c.id]}"
         window = (windows or {}).get(c.id)
         if window is not None and (c.route.rpm or c.route.tpm):
             reason += f"; {describe(window, c.route.rpm, c.route.tpm)}"

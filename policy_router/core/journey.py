@@ -56,6 +56,10 @@ class Attempt:
     rested: float = 0.0
     """The seconds of rest this failure started for the route (0.0 when it started none)."""
     route_id: str = field(default="", compare=False)
+    endpoint: str = field(default="", compare=False)
+    """The endpoint called: "chat", "responses", "embedding" or "completion"."""
+    duration: float | None = field(default=None, compare=False)
+    """A stream's whole length, first chunk to end (None for a regular call)."""
 
     @property
     def ok(self) -> bool:

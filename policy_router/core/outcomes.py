@@ -43,6 +43,7 @@ class Outcomes:
     # The plan's state these steps read and change; `Plan.__init__` sets every one.
     group: str
     id: str
+    operation: str
     deadline: Deadline | None
     expired: bool
     _clock: Clock
@@ -115,6 +116,7 @@ class Outcomes:
             group=self.group,
             journey_id=self.id,
             route_id=send.route.id,
+            endpoint=self.operation,
         )
         # A stream's attempt is reported to observers once it ends, complete with its cost.
         if final:
@@ -137,7 +139,10 @@ class Outcomes:
             else:
                 yield from self._health.succeeded(send.route.id, send.token, send.route.name)
         then = "closed by the caller" if closed else "returned"
-        self._replace_answer(send, lambda a: replace(a, cost=cost, usage=usage, then=then))
+        took = self._since(send)
+        self._replace_answer(
+            send, lambda a: replace(a, cost=cost, usage=usage, then=then, duration=took)
+        )
         for step in reversed(self._steps):
             if isinstance(step, Attempt) and step.route == send.route.name and step.ok:
                 self._emit(step)
@@ -308,6 +313,7 @@ class Outcomes:
             group=self.group,
             journey_id=self.id,
             route_id=send.route.id,
+            endpoint=self.operation,
         )
 
     def _replace_answer(self, send: Send, change: Callable[[Attempt], Attempt]) -> bool:

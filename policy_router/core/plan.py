@@ -97,6 +97,7 @@ class Plan(Outcomes):
         continues: str | None = None,
     ) -> None:
         self.group = group
+        self.operation = operation
         # Every secret of the group's routes: taken out of whatever the request raises.
         self._secrets = (
             secrets

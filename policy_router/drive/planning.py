@@ -207,12 +207,15 @@ class Planner:
         )
 
     def _ordering(
-        self, group: str, facts: RequestFacts | None
+        self, group: str, facts: RequestFacts | None, endpoint: Endpoint, needs: Requirements
     ) -> tuple[Arrange | None, ArrangeByHealth | None]:
         if self.order_of(group) is Order.AS_LISTED:
             return None, None
-        turn = self._turns[group]
-        return arrange(self.order_of(group), OrderContext(group, facts, self._clock.now(), turn))
+        context = OrderContext(
+            group, facts, self._clock.now(), self._turns[group],
+            endpoint=endpoint.name, streaming=needs.streaming,
+        )
+        return arrange(self.order_of(group), context)
 
     def _dispatched(self, group: str) -> Callable[[str, int], None]:
         """What is told as each attempt is sent: the group's turn moves on at a request's
@@ -247,7 +250,7 @@ class Planner:
         sifted = self._sifted.get(key)
         if sifted is None:
             sifted = self._sifted[key] = sift(candidates, needs)
-        ordering, by_health = self._ordering(group, facts)
+        ordering, by_health = self._ordering(group, facts, endpoint, needs)
         order = self.order_of(group)
         retry = kwargs.get("retry")
         if retry is not None and not isinstance(retry, Retry):
@@ -298,7 +301,7 @@ class Planner:
         group, candidates = self.group(model)
         needs = self.needs(endpoint, kwargs)
         facts = self.facts(endpoint, group, kwargs, explaining=True)
-        ordering, by_health = self._ordering(group, facts)
+        ordering, by_health = self._ordering(group, facts, endpoint, needs)
         if by_health is not None:
             seen = self.store.all_health()
             ordering = lambda cs: by_health(cs, seen)  # noqa: E731
@@ -309,7 +312,24 @@ class Planner:
             by_windows = BY_WINDOWS.get(order) if isinstance(order, Order) else None
             if by_windows is not None:
                 ordering = lambda cs: by_windows(cs, windows)  # noqa: E731
-        return explain(group, candidates, needs, ordering, self.ledger, facts, windows)
+        return explain(
+            group, candidates, needs, ordering, self.ledger, facts, windows,
+            self._notes(group, candidates, facts, endpoint, needs),
+        )
+
+    def _notes(
+        self, group: str, candidates: Sequence[Candidate], facts: RequestFacts | None,
+        endpoint: Endpoint, needs: Requirements,
+    ) -> dict[str, str] | None:
+        """What the group's ordering says of each route, for an explanation (a score)."""
+        scores = getattr(self.order_of(group), "scores", None)
+        if not callable(scores):
+            return None
+        context = OrderContext(group, facts, self._clock.now(), endpoint=endpoint.name, streaming=needs.streaming)
+        try:
+            return {s.id: str(s) for s in scores(list(candidates), context)}
+        except Exception as error:
+            return {c.id: f"history unavailable ({error}): listed order" for c in candidates}
 
 
 def _with_messages(endpoint: Endpoint, messages: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:

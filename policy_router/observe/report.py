@@ -53,6 +53,11 @@ class RouteReport:
     top_skips: tuple[tuple[str, int], ...]
     top_failures: tuple[tuple[str, int], ...]
     id: str = ""
+    mode: str = ""
+    """ "regular" or "streaming" in a report from a metrics store (kept apart), else ""."""
+    errors: int = 0
+    rate_limited: int = 0
+    timeouts: int = 0
 
     @property
     def success_rate(self) -> float | None:
@@ -98,6 +103,8 @@ class Report:
                     "skipped": r.skipped,
                     "top_skips": [{"reason": t, "count": n} for t, n in r.top_skips],
                     "top_failures": [{"reason": t, "count": n} for t, n in r.top_failures],
+                    **({"mode": r.mode, "errors": r.errors, "rate_limited": r.rate_limited,
+                        "timeouts": r.timeouts} if r.mode else {}),
                 }
                 for r in self.routes
             ],
@@ -116,7 +123,8 @@ class Report:
         """A route's cells under `_HEAD`."""
         cost = ", ".join(map(str, r.cost)) or "-"
         rate, p50, p95 = _rate(r.success_rate), _seconds(r.p50), _seconds(r.p95)
-        return (r.route, str(r.requests), rate, p50, p95, cost, str(r.skipped))
+        route = f"{r.route} ({r.mode})" if r.mode else r.route
+        return (route, str(r.requests), rate, p50, p95, cost, str(r.skipped))
 
     def __repr__(self) -> str:
         # At the REPL a report reads as its table, not as a dump of RouteReport tuples.

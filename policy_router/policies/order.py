@@ -69,6 +69,10 @@ class Order(StrEnum):
     MOST_HEADROOM = "most_headroom"
     """Most of its rpm/tpm left first (the tighter of the two): LiteLLM's
     `usage-based-routing`. Routes without limits count as having all their room."""
+    SCORE = "score"
+    """Best score from the router's recorded history first (`Router(metrics=...)`, see
+    `policies.score`): success, speed and optionally cost, shared by every process
+    writing the same metrics store and kept across restarts."""
 
     @staticmethod
     def sticky(ids: Sequence[str], then: Order | str | Ordering = "as_listed") -> Sticky:
@@ -87,7 +91,8 @@ class OrderContext:
     """What an ordering may look at besides the candidates.
 
     `turn` is this call's number in its group (for rotations); `failures(route)` is the
-    route's count of consecutive failures in the store.
+    route's count of consecutive failures in the store; `endpoint` and `streaming` say what
+    kind of call it is.
     """
 
     group: str
@@ -95,6 +100,8 @@ class OrderContext:
     now: float
     turn: int = 0
     failures: Callable[[str], int] = _no_failures
+    endpoint: str = "chat"
+    streaming: bool = False
 
 
 @runtime_checkable

@@ -103,6 +103,10 @@ def choose(order: Order | str | Ordering, routes: Sequence[Any]) -> Order | Orde
         return order
     if order == Order.FASTEST:
         return Fastest()
+    if order == Order.SCORE:
+        from .score import Scored
+
+        return Scored()
     try:
         chosen = Order(order)
     except ValueError:

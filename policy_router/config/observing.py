@@ -1,0 +1,114 @@
+"""What a policy file says about observing: `observers:` (the attempt log, OpenTelemetry),
+and the routing history's `metrics:`, `metrics_scope:` and `score:` keys:
+
+    metrics: {sqlite: metrics.sqlite}          # or {duckdb: PATH}, or {postgres: os.environ/PG_DSN}
+    metrics_scope: app:production              # the router's name by default
+    score: {success_weight: 2, half_life: 259200}
+    groups: {smart: {order: score, routes: [...]}}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from ..ground.errors import ConfigError
+from ..observe.extras import need_opentelemetry
+from ..observe.metrics import DuckDBMetrics, PostgresMetrics, SQLiteMetrics
+from ..observe.observers import AttemptLog
+from ..policies.score import Score
+
+__all__ = ["MetricsSpec", "ObserversSpec", "ScoreSpec", "learning_policies", "observers_of"]
+
+
+class ObserversSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    attempt_log: str | None = None
+    otel: bool = False
+
+
+def observers_of(spec: ObserversSpec, base: Path, source: str) -> list[Any]:
+    """The observers `observers:` names; a relative attempt log lives beside the file."""
+    observers: list[Any] = []
+    if spec.attempt_log:
+        log = Path(spec.attempt_log)
+        observers.append(AttemptLog(log if log.is_absolute() else base / log))
+    if spec.otel:
+        try:
+            need_opentelemetry()
+            from ..observe.otel import OTelObserver
+        except ImportError as error:
+            raise ConfigError(f"{source}: observers.otel: {error}") from None
+        observers.append(OTelObserver())  # the application's global tracer and meter
+    return observers
+
+
+class MetricsSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sqlite: str | None = None
+    duckdb: str | None = None
+    postgres: str | None = None
+    timeout: float = 2.0
+
+    @model_validator(mode="after")
+    def _one(self) -> MetricsSpec:
+        given = [k for k in ("sqlite", "duckdb", "postgres") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(f"name exactly one of sqlite, duckdb, postgres; got {given or 'none'}")
+        return self
+
+
+class ScoreSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    success_weight: float = 1.0
+    speed_weight: float = 1.0
+    cost_weight: float = 0.0
+    regular_latency_ref: float = 2.0
+    streaming_ttft_ref: float = 0.5
+    optimistic_start: float = 0.75
+    pretend_attempts: float = 5.0
+    lookback: float = 14 * 24 * 3600.0
+    half_life: float | None = None
+
+
+def learning_policies(
+    metrics: MetricsSpec | None,
+    scope: str | None,
+    score: ScoreSpec | None,
+    source: str,
+    base: Path | None,
+    secret: Any,
+) -> dict[str, Any]:
+    """The Router arguments these keys make; `secret` reads an `os.environ/NAME` value."""
+    out: dict[str, Any] = {}
+    if score is not None:
+        try:
+            out["score"] = Score(**score.model_dump())
+        except ConfigError as error:
+            raise ConfigError(f"{source}: score: {error}") from None
+    if scope is not None:
+        out["metrics_scope"] = scope
+    if metrics is None:
+        return out
+
+    def local(path: str) -> Path:
+        p = Path(path)
+        return p if p.is_absolute() or base is None else base / p
+
+    try:
+        if metrics.sqlite:
+            out["metrics"] = SQLiteMetrics(local(metrics.sqlite))
+        elif metrics.duckdb:
+            out["metrics"] = DuckDBMetrics(local(metrics.duckdb))
+        else:
+            dsn = secret(metrics.postgres, "metrics.postgres")
+            if dsn is not None:
+                out["metrics"] = PostgresMetrics(dsn, timeout=metrics.timeout)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: metrics: {error}") from None
+    return out
