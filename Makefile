@@ -48,6 +48,7 @@ notebooks: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python tests/bench/overhead.py
+	$(BIN)/python tests/bench/metrics.py
 
 constraints: $(VENV)/.installed-dev
 	$(PIP) freeze --exclude-editable | grep -v '^policy-router' > constraints.txt

@@ -113,7 +113,9 @@ def test_averages_count_successes_only_and_partitions_never_blend(store: SQLMetr
 
 
 def test_a_half_life_weighs_an_attempt_that_old_by_half(store: SQLMetrics) -> None:
-    store.write([row("a", recorded_at=NOW), row("a", "error", None, recorded_at=NOW - 3600), row("a", recorded_at=NOW - 7 * 3600)])
+    # NOW is on the hour: an attempt in the hour just ended weighs 1, one an hour before
+    # that weighs 0.5, and one more than six half-lives back is not read.
+    store.write([row("a", recorded_at=NOW - 10), row("a", "error", None, recorded_at=NOW - 3610), row("a", recorded_at=NOW - 7 * 3600 - 10)])
     found = store.aggregate(query("a", window=6 * 3600, half_life=3600), "app", NOW)["a"]
     assert found.attempts == pytest.approx(1.5) and found.successes == pytest.approx(1.0)
     assert found.errors == 1  # tallies are exact counts, never weighted

@@ -33,12 +33,13 @@ def kinds(cell: Any) -> list[tuple[str, ...]]:
     return shown
 
 
-def test_there_are_three_notebooks() -> None:
-    """The quickstart, the policies and the cost-and-latency notebooks are all there."""
+def test_there_are_four_notebooks() -> None:
+    """The quickstart, policies, cost-and-latency and learning notebooks are all there."""
     assert [p.name for p in NOTEBOOKS] == [
         "01-quickstart.ipynb",
         "02-policies.ipynb",
         "03-cost-and-latency.ipynb",
+        "04-routing-that-learns.ipynb",
     ]
 
 
@@ -73,6 +74,15 @@ def test_the_cost_notebook_stores_its_plots_as_images() -> None:
     assert (
         "notebooks/images/cost-and-spend.png" in (NOTEBOOKS[2].parents[1] / "README.md").read_text()
     )
+
+
+def test_the_learning_notebook_plots_scores_over_time_and_the_readme_shows_it() -> None:
+    notebook = nbformat.read(NOTEBOOKS[3], as_version=4)
+    images = [o for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) == 1
+    saved = NOTEBOOKS[3].parent / "images" / "scores-over-time.png"
+    assert saved.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "notebooks/images/scores-over-time.png" in (NOTEBOOKS[3].parents[1] / "README.md").read_text()
 
 
 @pytest.mark.slow

@@ -156,8 +156,12 @@ def _is_metrics(target: str) -> bool:
     path = Path(target.removeprefix("sqlite:"))
     if not path.is_file():
         return False
-    with sqlite3.connect(path) as db:
-        return bool(db.execute("SELECT 1 FROM sqlite_master WHERE name = 'policy_router_attempts'").fetchone())
+    try:
+        with sqlite3.connect(path) as db:
+            found = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'policy_router_attempts'")
+            return bool(found.fetchone())
+    except sqlite3.DatabaseError:
+        return False  # not SQLite at all: the attempt log's reader says so
 
 
 def _metrics_report(args: argparse.Namespace) -> Any:

@@ -16,12 +16,6 @@ from .base import SQLMetrics
 __all__ = ["DuckDBMetrics", "PostgresMetrics", "SQLiteMetrics"]
 
 
-def _decay(age: float | None, half_life: float | None) -> float:
-    if age is None or not half_life:
-        return 0.0
-    return math.pow(0.5, max(age, 0.0) / half_life)
-
-
 class SQLiteMetrics(SQLMetrics):
     """Metrics in a SQLite file: embedded, no server, safe for several processes on one
     machine (SQLite's own locking, WAL journal). Each thread keeps its own connection.
@@ -43,8 +37,10 @@ class SQLiteMetrics(SQLMetrics):
         if con is None:
             con = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None)
             con.execute("PRAGMA journal_mode=WAL")
-            # Recency weighting: SQLite's math functions are a compile-time option.
-            con.create_function("pr_decay", 2, _decay, deterministic=True)
+            try:  # recency weighting: SQLite's math functions are a compile-time option
+                con.execute("SELECT power(0.5, 1)")
+            except sqlite3.OperationalError:
+                con.create_function("power", 2, math.pow, deterministic=True)
             self._local.con = con
         return con
 

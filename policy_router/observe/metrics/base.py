@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ...policies.score import Evidence, HistoryQuery
 from . import schema
-from .schema import META, TABLE, VERSION, MetricRow, MetricsSchemaError
+from .schema import HOURLY, META, TABLE, VERSION, MetricRow, MetricsSchemaError
 
 __all__ = ["MIGRATIONS", "MetricsStore", "SQLMetrics", "SchemaState"]
 
@@ -93,14 +93,15 @@ class SQLMetrics:
     # -- the schema --------------------------------------------------------------------
     def _state(self, cur: Any) -> SchemaState:
         tables = self._tables(cur)
-        if TABLE not in tables and META not in tables:
+        ours = {TABLE, HOURLY, META}
+        if not tables & ours:
             fix = (
                 "Nothing to do: the first write creates it."
                 if self.creates_when_empty
                 else f"Run `policy-router metrics create {self.target}`."
             )
             return SchemaState(self.target, "absent", None, 0, fix)
-        if META not in tables or TABLE not in tables:
+        if ours - tables:
             return SchemaState(
                 self.target, "foreign", None, 0,
                 "It holds some of our tables but not all: move it aside and create a new one.",
@@ -181,13 +182,20 @@ class SQLMetrics:
 
     # -- rows --------------------------------------------------------------------------
     def write(self, rows: Sequence[MetricRow]) -> None:
-        """Append `rows` in one transaction."""
+        """Append `rows`, and add them to their hours' sums, in one transaction."""
         if not rows:
             return
         self._ready()
-        sql = schema.insert_sql("%s" if self.dialect == "postgres" else "?")
-        values = [r.values() for r in rows]
-        self._run(lambda cur: cur.executemany(sql, values))
+        mark = "%s" if self.dialect == "postgres" else "?"
+        raw, summed = schema.insert_sql(mark), schema.hourly_sql(mark)
+        values, hours = [r.values() for r in rows], schema.hourly(rows)
+
+        def work(cur: Any) -> None:
+            cur.executemany(raw, values)
+            if hours:
+                cur.executemany(summed, hours)
+
+        self._run(work)
 
     def aggregate(self, query: HistoryQuery, scope: str, now: float) -> dict[str, Evidence]:
         """One `Evidence` per requested route id, from one statement."""

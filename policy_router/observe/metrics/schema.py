@@ -1,9 +1,10 @@
 """The metrics schema, versioned, and the one aggregate query, written once for three SQL
 dialects (SQLite, DuckDB, PostgreSQL).
 
-Two tables: `policy_router_attempts` (one row per attempt: no key, no text) and
-`policy_router_schema` (component "metrics" and its version). One index serves the
-aggregate query: (scope, route_id, model, endpoint, streaming, recorded_at).
+Three tables: `policy_router_attempts` (one row per attempt: no key, no text; what a
+report reads), `policy_router_hourly` (the same attempts summed per partition and hour,
+written in the same transaction: what a ranking reads, so its cost grows with hours of
+history, not with attempts) and `policy_router_schema` (component "metrics", its version).
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ VERSION = 1
 """The metrics schema this policy_router reads and writes."""
 
 TABLE = "policy_router_attempts"
+HOURLY = "policy_router_hourly"
 META = "policy_router_schema"
+HOUR = 3600
+_KEY = ("scope", "route_id", "model", "endpoint", "streaming", "hour")
+_SUMS = ("attempts", "successes", "latency_n", "latency_sum", "errors", "rate_limited", "timeouts")
 
 # (name, SQLite type, DuckDB type, PostgreSQL type, nullable)
 _COLUMNS = (
@@ -88,9 +93,15 @@ def create_sql(dialect: str) -> list[str]:
     """The statements that make a new, current metrics schema."""
     i = _DIALECT[dialect]
     columns = ", ".join(f"{c[0]} {c[i]}{'' if c[4] else ' NOT NULL'}" for c in _COLUMNS)
+    text, real, whole = _COLUMNS[1][i], _COLUMNS[0][i], _COLUMNS[9][i]
+    sums = ", ".join(f"{n} {real if n == 'latency_sum' else whole} NOT NULL" for n in _SUMS)
     return [
         f"CREATE TABLE {TABLE} ({columns})",
-        f"CREATE INDEX {TABLE}_partition ON {TABLE} (scope, route_id, model, endpoint, streaming, recorded_at)",
+        f"CREATE INDEX {TABLE}_time ON {TABLE} (scope, recorded_at)",
+        f"CREATE TABLE {HOURLY} (scope {text} NOT NULL, route_id {text} NOT NULL, model {text} NOT NULL, "
+        f"endpoint {text} NOT NULL, streaming INTEGER NOT NULL, hour {whole} NOT NULL, {sums}, "
+        # SQLite: the rows live in the key's own b-tree, so a ranking reads one index only.
+        f"PRIMARY KEY ({', '.join(_KEY)})){' WITHOUT ROWID' if dialect == 'sqlite' else ''}",
         f"CREATE TABLE {META} (component {_COLUMNS[1][i]} PRIMARY KEY, version INTEGER NOT NULL)",
         f"INSERT INTO {META} (component, version) VALUES ('metrics', {VERSION})",
     ]
@@ -100,39 +111,87 @@ def insert_sql(mark: str) -> str:
     return f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES ({', '.join([mark] * len(COLUMNS))})"
 
 
+def hourly_sql(mark: str) -> str:
+    """Add one partition-hour's sums to its row (made when absent)."""
+    names = (*_KEY, *_SUMS)
+    add = ", ".join(f"{n} = {HOURLY}.{n} + excluded.{n}" for n in _SUMS)
+    return (
+        f"INSERT INTO {HOURLY} ({', '.join(names)}) VALUES ({', '.join([mark] * len(names))}) "
+        f"ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {add}"
+    )
+
+
+def hourly(rows: Sequence[MetricRow]) -> list[tuple[object, ...]]:
+    """A batch's attempts summed per partition and hour (not-sent ones are no attempt)."""
+    sums: dict[tuple[object, ...], list[float]] = {}
+    for r in rows:
+        if r.outcome == "not_sent":
+            continue
+        key = (r.scope, r.route_id, r.model, r.endpoint, int(r.streaming), int(r.recorded_at // HOUR))
+        got = sums.setdefault(key, [0, 0, 0, 0.0, 0, 0, 0])
+        ok = r.outcome == "success"
+        got[0] += 1
+        got[1] += ok
+        if ok and r.latency is not None:
+            got[2] += 1
+            got[3] += r.latency
+        got[4] += r.outcome == "error"
+        got[5] += r.outcome == "rate_limited"
+        got[6] += r.outcome == "timeout"
+    return [(*k, *v) for k, v in sums.items()]
+
+
 def aggregate_sql(
     dialect: str, query: HistoryQuery, scope: str, now: float
 ) -> tuple[str, list[object]]:
     """One statement, one row per requested (route id, model): weighted attempts and
     successes, successful-latency weight and total, and exact error, rate-limit and timeout
-    tallies, over the query's window of one scope, endpoint and kind (regular/streaming)."""
+    tallies, over the query's window of one scope, endpoint and kind (regular/streaming).
+
+    It reads the hourly sums: the window starts at the hour holding `now - window`, and an
+    hour's weight under a half-life is that of its end (the current hour weighs 1)."""
     mark = "%s" if dialect == "postgres" else "?"
-    wanted = ", ".join(f"({mark}, {mark})" for _ in query.routes)
-    if query.half_life is None:
-        weight, weight_args = "1.0", []
-    elif dialect == "sqlite":
-        weight, weight_args = f"pr_decay({mark} - recorded_at, {mark})", [now, query.half_life]
-    else:
-        weight, weight_args = f"power(0.5, ({mark} - recorded_at) / {mark})", [now, query.half_life]
-    ok = "a.outcome = 'success'"
+    largest = "max" if dialect == "sqlite" else "greatest"  # SQLite's max() of two values
+    weight: str = ""
+    weight_args: list[object] = []
+    if query.half_life is not None:
+        weight = f"power(0.5, {largest}({mark} - (hour + 1) * {HOUR}, 0) / {mark}) * "
+        weight_args = [now, query.half_life]
+    if dialect == "duckdb":
+        return _joined(query, scope, now, weight, weight_args)
+    # One SELECT per route, each an aggregate without GROUP BY, so each gives exactly one
+    # row (zeros for no history), and each walks its own stretch of the hourly key.
+    one = (
+        f"SELECT {mark}, "
+        + ", ".join(f"COALESCE(SUM({weight}{n}), 0)" for n in _SUMS[:4])
+        + ", "
+        + ", ".join(f"COALESCE(SUM({n}), 0)" for n in _SUMS[4:])
+        + f" FROM {HOURLY} WHERE scope = {mark} AND route_id = {mark} AND model = {mark} "
+        f"AND endpoint = {mark} AND streaming = {mark} AND hour >= {mark}"
+    )
+    since = int((now - query.window) // HOUR)
+    args: list[object] = []
+    for route, model in query.routes:
+        args += [route, *(weight_args * 4), scope, route, model, query.endpoint, int(query.streaming), since]
+    return " UNION ALL ".join([one] * len(query.routes)), args
+
+
+def _joined(
+    query: HistoryQuery, scope: str, now: float, weight: str, weight_args: list[object]
+) -> tuple[str, list[object]]:
+    """The same answer as one scan joined to the wanted routes: DuckDB scans columns
+    faster than it seeks, where SQLite and PostgreSQL seek each route's stretch of the key."""
+    wanted = ", ".join("(?, ?)" for _ in query.routes)
     sql = (
-        f"WITH wanted(route_id, model) AS (VALUES {wanted}) "
-        "SELECT w.route_id, "
-        "COALESCE(SUM(CASE WHEN a.outcome <> 'not_sent' THEN a.wt END), 0), "
-        f"COALESCE(SUM(CASE WHEN {ok} THEN a.wt END), 0), "
-        f"COALESCE(SUM(CASE WHEN {ok} AND a.latency IS NOT NULL THEN a.wt END), 0), "
-        f"COALESCE(SUM(CASE WHEN {ok} AND a.latency IS NOT NULL THEN a.wt * a.latency END), 0), "
-        "COUNT(CASE WHEN a.outcome = 'error' THEN 1 END), "
-        "COUNT(CASE WHEN a.outcome = 'rate_limited' THEN 1 END), "
-        "COUNT(CASE WHEN a.outcome = 'timeout' THEN 1 END) "
-        "FROM wanted w LEFT JOIN ("
-        f"SELECT route_id, model, outcome, latency, {weight} AS wt FROM {TABLE} "
-        f"WHERE scope = {mark} AND endpoint = {mark} AND streaming = {mark} AND recorded_at >= {mark}"
-        ") a ON a.route_id = w.route_id AND a.model = w.model "
-        "GROUP BY w.route_id"
+        f"WITH wanted(route_id, model) AS (VALUES {wanted}) SELECT w.route_id, "
+        + ", ".join(f"COALESCE(SUM(h.{n}), 0)" for n in _SUMS)
+        + " FROM wanted w LEFT JOIN (SELECT route_id, model, "
+        + ", ".join(f"{weight}{n} AS {n}" if i < 4 else n for i, n in enumerate(_SUMS))
+        + f" FROM {HOURLY} WHERE scope = ? AND endpoint = ? AND streaming = ? AND hour >= ?) h"
+        " ON h.route_id = w.route_id AND h.model = w.model GROUP BY w.route_id"
     )
     args: list[object] = [v for pair in query.routes for v in pair]
-    args += [*weight_args, scope, query.endpoint, int(query.streaming), now - query.window]
+    args += [*(weight_args * 4), scope, query.endpoint, int(query.streaming), int((now - query.window) // HOUR)]
     return sql, args
 
 
