@@ -121,6 +121,8 @@ def test_order_score_needs_a_metrics_store(fake: FakeProvider) -> None:
         Router(_routes(fake), metrics="metrics.sqlite")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"Score\.optimistic_start"):
         Score(optimistic_start=1.5)
+    with pytest.raises(ConfigError, match=r"Score\.half_life must be a number >= 3600"):
+        Score(half_life=60)  # history is summed per hour: finer would only pretend
 
 
 def test_the_report_reads_the_metrics_store_regular_and_streaming_apart(fake: FakeProvider, tmp_path: Path) -> None:
@@ -251,3 +253,14 @@ def test_the_report_verb_reads_a_metrics_store(fake: FakeProvider, tmp_path: Pat
     printed = json.loads(capsys.readouterr().out)
     first = printed["routes"][0]  # the file knows route ids, not the names a router gave them
     assert first["route"].startswith("openai/a@") and first["mode"] == "regular" and first["answered"] == 1
+
+
+def test_one_group_ranked_by_score_beside_one_as_listed(fake: FakeProvider, tmp_path: Path) -> None:
+    routes = [*_routes(fake), *(Route(r.model, group="h", api_base=fake.base_url, api_key="sk-h", capabilities=CAPS) for r in _routes(fake))]
+    with Router(routes, metrics=SQLiteMetrics(tmp_path / "m.sqlite"), order={"g": Order.SCORE}) as router:
+        fake.script("a", *[Fail(503)] * 10)
+        for _ in range(3):
+            _first(router)
+        assert _first(router) == "openai/b"  # g learned
+        # h, as listed, still asks a first: the same deployment's history does not reorder it
+        assert router.route(model="h", messages=MESSAGES).journey.attempts[0].route == "openai/a#2"

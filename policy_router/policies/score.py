@@ -39,7 +39,9 @@ __all__ = ["Evidence", "HistoryQuery", "RouteScore", "Score", "Scored", "quality
 class Score:
     """How history becomes a score (see the module docstring). `lookback` seconds of
     history count equally (14 days by default); a `half_life` in seconds replaces it: an
-    attempt that old counts half, and history older than six half-lives is not read."""
+    attempt that old counts half, and history older than six half-lives is not read. Both
+    are at least an hour: history is kept summed per hour, and the hour in progress counts
+    in full."""
 
     success_weight: float = 1.0
     speed_weight: float = 1.0
@@ -56,11 +58,14 @@ class Score:
             _number(self, name, low=0.0)
         if self.success_weight + self.speed_weight + self.cost_weight <= 0:
             raise ConfigError("Score: at least one of success_weight, speed_weight, cost_weight must be > 0")
-        for name in ("regular_latency_ref", "streaming_ttft_ref", "pretend_attempts", "lookback"):
+        for name in ("regular_latency_ref", "streaming_ttft_ref", "pretend_attempts"):
             _number(self, name, low=0.0, strict=True)
         _number(self, "optimistic_start", low=0.0, high=1.0)
+        # History is summed per hour (observe.metrics): a window or a half-life shorter than
+        # one would only pretend to be finer.
+        _number(self, "lookback", low=3600.0)
         if self.half_life is not None:
-            _number(self, "half_life", low=0.0, strict=True)
+            _number(self, "half_life", low=3600.0)
 
     @property
     def window(self) -> float:
