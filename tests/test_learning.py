@@ -264,3 +264,13 @@ def test_one_group_ranked_by_score_beside_one_as_listed(fake: FakeProvider, tmp_
         assert _first(router) == "openai/b"  # g learned
         # h, as listed, still asks a first: the same deployment's history does not reorder it
         assert router.route(model="h", messages=MESSAGES).journey.attempts[0].route == "openai/a#2"
+
+
+def test_an_unknown_score_key_in_a_file_is_named(fake: FakeProvider, tmp_path: Path) -> None:
+    import yaml
+
+    path = tmp_path / "p.yaml"
+    route = {"model": "openai/a", "api_base": fake.base_url, "capabilities": CAPS}
+    path.write_text(yaml.safe_dump({"score": {"sucess_weight": 2}, "groups": {"g": {"routes": [route]}}}))
+    with pytest.raises(ConfigError, match=r"score: unknown key \['sucess_weight'\]"):
+        Router.from_config(path)

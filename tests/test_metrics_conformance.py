@@ -173,3 +173,28 @@ def test_targets_name_their_backend(tmp_path: Path) -> None:
     assert isinstance(open_target("postgresql://u:secret@db.example:5432/m"), PostgresMetrics)
     assert "secret" not in open_target("postgresql://u:secret@db.example:5432/m").target
     assert time.time() > 0
+
+
+def test_processes_starting_on_one_fresh_sqlite_file_all_get_ready(tmp_path: Path) -> None:
+    """Many writers meet a new file at once (as processes starting together do): one makes
+    the schema, the others wait for it instead of failing a read-then-write race."""
+    import threading
+
+    path = tmp_path / "fresh.sqlite"
+    stores = [SQLiteMetrics(path) for _ in range(8)]
+    start = threading.Barrier(len(stores))
+    failed: list[BaseException] = []
+
+    def go(s: SQLiteMetrics) -> None:
+        start.wait()
+        try:
+            s.write([row()])
+        except BaseException as error:
+            failed.append(error)
+
+    threads = [threading.Thread(target=go, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failed and stores[0].inspect().rows == len(stores)

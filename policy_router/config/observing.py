@@ -9,6 +9,8 @@ and the routing history's `metrics:`, `metrics_scope:` and `score:` keys:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from ..observe.metrics import DuckDBMetrics, PostgresMetrics, SQLiteMetrics
 from ..observe.observers import AttemptLog
 from ..policies.score import Score
 
-__all__ = ["MetricsSpec", "ObserversSpec", "ScoreSpec", "learning_policies", "observers_of"]
+__all__ = ["MetricsSpec", "ObserversSpec", "learning_policies", "observers_of"]
 
 
 class ObserversSpec(BaseModel):
@@ -62,24 +64,10 @@ class MetricsSpec(BaseModel):
         return self
 
 
-class ScoreSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    success_weight: float = 1.0
-    speed_weight: float = 1.0
-    cost_weight: float = 0.0
-    regular_latency_ref: float = 2.0
-    streaming_ttft_ref: float = 0.5
-    optimistic_start: float = 0.75
-    pretend_attempts: float = 5.0
-    lookback: float = 14 * 24 * 3600.0
-    half_life: float | None = None
-
-
 def learning_policies(
     metrics: MetricsSpec | None,
     scope: str | None,
-    score: ScoreSpec | None,
+    score: Mapping[str, Any] | None,
     source: str,
     base: Path | None,
     secret: Any,
@@ -87,8 +75,12 @@ def learning_policies(
     """The Router arguments these keys make; `secret` reads an `os.environ/NAME` value."""
     out: dict[str, Any] = {}
     if score is not None:
+        known = {f.name for f in fields(Score)}
+        unknown = sorted(set(score) - known)
+        if unknown:
+            raise ConfigError(f"{source}: score: unknown key {unknown}; Score takes {sorted(known)}")
         try:
-            out["score"] = Score(**score.model_dump())
+            out["score"] = Score(**score)
         except ConfigError as error:
             raise ConfigError(f"{source}: score: {error}") from None
     if scope is not None:

@@ -38,7 +38,7 @@ from ..policies.orderings import named
 from ..policies.price_table import PriceTable, _parse
 from ..policies.retry import Retry
 from .litellm import ENV_PREFIX, Loaded, from_environment, secret
-from .observing import MetricsSpec, ObserversSpec, ScoreSpec, learning_policies, observers_of
+from .observing import MetricsSpec, ObserversSpec, learning_policies, observers_of
 from .proxy import is_proxy_config, proxy_config
 
 __all__ = ["Loaded", "load", "routes_and_policies"]
@@ -147,7 +147,7 @@ class PolicySpec(_Strict):
     observers: ObserversSpec | None = None
     metrics: MetricsSpec | None = None
     metrics_scope: str | None = Field(default=None, min_length=1)
-    score: ScoreSpec | None = None
+    score: dict[str, Any] | None = None  # Score's fields (checked by learning_policies)
 
 
 def _where(loc: Sequence[int | str]) -> str:

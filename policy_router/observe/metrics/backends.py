@@ -4,6 +4,7 @@ extra: psycopg 3 and its connection pool)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections.abc import Callable
@@ -36,7 +37,9 @@ class SQLiteMetrics(SQLMetrics):
         con = getattr(self._local, "con", None)
         if con is None:
             con = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None)
-            con.execute("PRAGMA journal_mode=WAL")
+            with contextlib.suppress(sqlite3.OperationalError):
+                # WAL is the file's: another process switching it at this instant set it.
+                con.execute("PRAGMA journal_mode=WAL")
             try:  # recency weighting: SQLite's math functions are a compile-time option
                 con.execute("SELECT power(0.5, 1)")
             except sqlite3.OperationalError:
@@ -44,10 +47,10 @@ class SQLiteMetrics(SQLMetrics):
             self._local.con = con
         return con
 
-    def _run(self, work: Callable[[Any], Any]) -> Any:
+    def _run(self, work: Callable[[Any], Any], write: bool = False) -> Any:
         con = self._connection()
         cur = con.cursor()
-        cur.execute("BEGIN")
+        cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
             result = work(cur)
         except BaseException:
@@ -84,7 +87,7 @@ class DuckDBMetrics(SQLMetrics):
         self._lock = threading.Lock()
         self._con: Any = None
 
-    def _run(self, work: Callable[[Any], Any]) -> Any:
+    def _run(self, work: Callable[[Any], Any], write: bool = False) -> Any:
         import duckdb
 
         with self._lock:
@@ -145,7 +148,7 @@ class PostgresMetrics(SQLMetrics):
         self._opened = False
         self._open_lock = threading.Lock()
 
-    def _run(self, work: Callable[[Any], Any]) -> Any:
+    def _run(self, work: Callable[[Any], Any], write: bool = False) -> Any:
         if not self._opened:
             with self._open_lock:
                 if not self._opened:

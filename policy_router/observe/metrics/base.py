@@ -80,8 +80,10 @@ class SQLMetrics:
         self._check_lock = threading.Lock()
 
     # -- what a subclass provides ------------------------------------------------------
-    def _run(self, work: Callable[[Any], Any]) -> Any:
-        """Run `work(cursor)` in one transaction on a connection, and return its result."""
+    def _run(self, work: Callable[[Any], Any], write: bool = False) -> Any:
+        """Run `work(cursor)` in one transaction on a connection, and return its result;
+        `write` when it writes (SQLite then takes the write lock first, waiting for it,
+        rather than fail a read-then-write against another process's)."""
         raise NotImplementedError
 
     def _tables(self, cur: Any) -> set[str]:
@@ -138,7 +140,7 @@ class SQLMetrics:
                 cur.execute(statement)
             return SchemaState(self.target, "current", VERSION, 0, "Ready.")
 
-        return self._run(work)  # type: ignore[no-any-return]
+        return self._run(work, write=True)  # type: ignore[no-any-return]
 
     def migrate(self) -> SchemaState:
         """Bring an older schema to the current one, one version at a time in one
@@ -158,7 +160,7 @@ class SQLMetrics:
                 cur.execute(f"UPDATE {META} SET version = {version + 1} WHERE component = 'metrics'")
             return self._state(cur)
 
-        return self._run(work)  # type: ignore[no-any-return]
+        return self._run(work, write=True)  # type: ignore[no-any-return]
 
     def _ready(self) -> None:
         """Checked once per store: the current schema, or created where that is allowed."""
@@ -195,7 +197,7 @@ class SQLMetrics:
             if hours:
                 cur.executemany(summed, hours)
 
-        self._run(work)
+        self._run(work, write=True)
 
     def aggregate(self, query: HistoryQuery, scope: str, now: float) -> dict[str, Evidence]:
         """One `Evidence` per requested route id, from one statement."""
