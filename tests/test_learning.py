@@ -62,12 +62,24 @@ def test_a_route_that_starts_failing_is_ranked_last_and_a_restart_remembers(
     restarted.close()
 
 
-def test_equal_scores_take_turns(fake: FakeProvider, tmp_path: Path) -> None:
-    """Two routes with no history tie: requests rotate rather than one always winning."""
-    router = Router(_routes(fake), metrics=SQLiteMetrics(tmp_path / "m.sqlite"), order=Order.SCORE, score=Score(success_weight=1, speed_weight=0))
-    firsts = [router.route(model="g", messages=MESSAGES).journey.attempts[0].route for _ in range(4)]
-    assert set(firsts) == {"openai/a", "openai/b"}
-    router.close()
+def test_equal_scores_take_turns() -> None:
+    """Routes whose history scores alike rotate with the group's turn rather than one
+    always winning; a better one still comes first."""
+    from policy_router.policies.candidate import candidate_for
+    from policy_router.policies.order import OrderContext
+    from policy_router.policies.score import Evidence, Scored
+
+    routes = [Route(f"openai/{n}", group="g", capabilities=CAPS) for n in "abc"]
+    candidates = [candidate_for(r, None, True) for r in routes]
+    same = Evidence(10, 9, 9, 4.5)
+    history = {"openai/a": same, "openai/b": same, "openai/c": Evidence(10, 2, 2, 1.0)}
+    scored = Scored(Score(), lambda query: {rid: history[rid] for rid, _ in query.routes})
+    firsts = [
+        [c.name for c in scored.order(candidates, OrderContext("g", None, 0.0, turn))]
+        for turn in range(4)
+    ]
+    assert [f[0] for f in firsts] == ["openai/a", "openai/b", "openai/a", "openai/b"]
+    assert all(f[-1] == "openai/c" for f in firsts)  # the worse one stays last
 
 
 def test_scores_explain_their_parts(fake: FakeProvider, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ The total is their weighted mean. The history itself is read by the metrics stor
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -241,8 +242,11 @@ class Scored:
             self._warned = True
             return list(candidates)
         totals = {s.id: round(s.total, 9) for s in scored}
-        rotated = round_robin(candidates, context)  # ties keep this order: they take turns
-        return sorted(rotated, key=lambda c: -totals[c.id])
+        ranked = sorted(candidates, key=lambda c: -totals[c.id])
+        out: list[Candidate] = []
+        for _, tied in itertools.groupby(ranked, key=lambda c: totals[c.id]):
+            out += round_robin(list(tied), context)  # equal scores take turns, among themselves
+        return out
 
     def on_result(self, route: str, outcome: str, elapsed: float) -> None:
         """History is read from the metrics store, which the router writes: nothing here."""
