@@ -7,12 +7,16 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...ground.errors import ConfigError
+from . import schema
 from .base import SQLMetrics
+from .schema import MetricRow
+
+_CHUNK = 200  # rows per DuckDB statement
 
 __all__ = ["DuckDBMetrics", "PostgresMetrics", "SQLiteMetrics"]
 
@@ -108,6 +112,25 @@ class DuckDBMetrics(SQLMetrics):
 
     def _tables(self, cur: Any) -> set[str]:
         return {r[0] for r in cur.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+    def write(self, rows: Sequence[MetricRow]) -> None:
+        """As `SQLMetrics.write`, in statements of many rows each: DuckDB's executemany runs
+        one statement per row (measured: 2 ms a row, 8 ms an upsert, so a batch of 500 held
+        the connection, and every ranking, for seconds)."""
+        if not rows:
+            return
+        self._ready()
+        values, hours = [r.values() for r in rows], schema.hourly(rows)
+
+        def work(cur: Any) -> None:
+            for i in range(0, len(values), _CHUNK):
+                part = values[i : i + _CHUNK]
+                cur.execute(schema.insert_many_sql(len(part)), [v for row in part for v in row])
+            for i in range(0, len(hours), _CHUNK):
+                some = hours[i : i + _CHUNK]
+                cur.execute(schema.hourly_sql("?", len(some)), [v for row in some for v in row])
+
+        self._run(work, write=True)
 
     def close(self) -> None:
         with self._lock:

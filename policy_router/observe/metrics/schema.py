@@ -111,14 +111,21 @@ def insert_sql(mark: str) -> str:
     return f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES ({', '.join([mark] * len(COLUMNS))})"
 
 
-def hourly_sql(mark: str) -> str:
-    """Add one partition-hour's sums to its row (made when absent)."""
+def hourly_sql(mark: str, rows: int = 1) -> str:
+    """Add partition-hours' sums to their rows (made when absent); `rows` per statement."""
     names = (*_KEY, *_SUMS)
     add = ", ".join(f"{n} = {HOURLY}.{n} + excluded.{n}" for n in _SUMS)
+    one = f"({', '.join([mark] * len(names))})"
     return (
-        f"INSERT INTO {HOURLY} ({', '.join(names)}) VALUES ({', '.join([mark] * len(names))}) "
+        f"INSERT INTO {HOURLY} ({', '.join(names)}) VALUES {', '.join([one] * rows)} "
         f"ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {add}"
     )
+
+
+def insert_many_sql(rows: int) -> str:
+    """`insert_sql` for `rows` rows in one statement (DuckDB runs executemany row by row)."""
+    one = f"({', '.join(['?'] * len(COLUMNS))})"
+    return f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES {', '.join([one] * rows)}"
 
 
 def hourly(rows: Sequence[MetricRow]) -> list[tuple[object, ...]]:
