@@ -32,7 +32,7 @@ TABLE = {
 }
 
 
-def router(redis_url: str, base_url: str, **policies: Any) -> Router:
+def router(redis_url: str, base_url: str, *, cluster: bool = False, **policies: Any) -> Router:
     table = PriceTable.from_dict(TABLE, name="tests")
     routes = [
         Route(
@@ -46,7 +46,8 @@ def router(redis_url: str, base_url: str, **policies: Any) -> Router:
         )
         for m in ("a", "b")
     ]
-    return Router(routes, name="shared", store=RedisStore(redis_url), **policies)
+    store = RedisStore(redis_url, cluster=cluster)
+    return Router(routes, name="shared", store=store, **policies)
 
 
 async def answered_or_refused(router: Router, max_tokens: int) -> str:
@@ -59,10 +60,16 @@ async def answered_or_refused(router: Router, max_tokens: int) -> str:
 
 
 def burst(
-    redis_url: str, base_url: str, cap: str, calls: int, max_tokens: int, barrier: Any
+    redis_url: str,
+    base_url: str,
+    cap: str,
+    calls: int,
+    max_tokens: int,
+    barrier: Any,
+    cluster: bool = False,
 ) -> Counter[str]:
     """`calls` concurrent async calls against one shared cap; how each ended."""
-    r = router(redis_url, base_url, budget=Budget(cap))
+    r = router(redis_url, base_url, cluster=cluster, budget=Budget(cap))
 
     async def all_() -> list[str]:
         return await asyncio.gather(*(answered_or_refused(r, max_tokens) for _ in range(calls)))

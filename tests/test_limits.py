@@ -584,8 +584,8 @@ def test_redis_windows_decide_as_the_in_process_windows_do(
 
 
 # -- the store's faults: the fault matrix's rate-limit cells -----------------------------------
-TAKE = b"policy_router: take a rate slot"
-FINISH = b"policy_router: finish a rate slot"
+# A router's call takes its slot in its admission and finishes it in its settlement.
+ADMIT, CONCLUDE = b"policy_router: admit", b"policy_router: conclude"
 
 
 @pytest.fixture
@@ -612,7 +612,7 @@ def test_a_take_whose_reply_is_lost_leaves_no_slot_behind(fake: FakeProvider, pr
     limit fails closed (route a skipped, b answers), and the slot is given back by id once
     Redis is reached again, so the window is not left short."""
     router, store = through(proxy.url, fake)
-    proxy.lose(TAKE, times=2)
+    proxy.lose(ADMIT, times=2)
     routed = router.route(model="g", messages=MESSAGES)
     assert routed.route.name == "openai/b" and fake.requests("a") == 0
     assert "rate window store unreachable" in routed.journey.skips[0].reason
@@ -626,8 +626,8 @@ def test_a_take_lost_once_is_retried_by_the_same_id_and_counted_once(
     fake: FakeProvider, proxy: Any
 ) -> None:
     router, _ = through(proxy.url, fake)
-    proxy.lose(TAKE, times=1)
-    proxy.lose(FINISH, times=1)
+    proxy.lose(ADMIT, times=1)
+    proxy.lose(CONCLUDE, times=1)
     assert router.route(model="g", messages=MESSAGES).route.name == "openai/a"
     assert proxy.lost == 2
     assert router.route(model="g", messages=MESSAGES).route.name == "openai/a"

@@ -29,6 +29,7 @@ from policy_router import (
     Skip,
     StoreUnavailableError,
 )
+from policy_router.core.gate import Gate, Send
 from policy_router.ground.money import Usage
 from policy_router.ground.outcome import Fault, FaultKind
 from policy_router.policies.bounds import RequestFacts
@@ -56,6 +57,8 @@ RESERVE, SETTLE, RELEASE = (
     b"policy_router: settle",
     b"policy_router: release",
 )
+# A router's call is admitted in one script and settled in another (state/redis/admission.py).
+ADMIT, CONCLUDE = b"policy_router: admit", b"policy_router: conclude"
 
 
 @pytest.fixture
@@ -94,11 +97,11 @@ def account(url: str, store: RedisStore) -> dict[str, int]:
 def test_a_reservation_whose_reply_is_lost_is_released(
     fake: FakeProvider, proxy: FaultProxy, redis_server: RedisServer
 ) -> None:
-    """Redis runs the reserve and its reply is lost (twice, so the client's one retry on a
-    broken connection loses it too): the call is refused, nothing sent, and once Redis is
-    reached again nothing stays reserved."""
+    """Redis runs the admission (its reservation) and its reply is lost (twice, so the
+    client's one retry on a broken connection loses it too): the call is refused, nothing
+    sent, and once Redis is reached again nothing stays reserved."""
     router, store = router_through(proxy.url, fake)
-    proxy.lose(RESERVE, times=2)
+    proxy.lose(ADMIT, times=2)
     with pytest.raises(OverBudgetError, match="budget store unreachable"):
         router.completion(model="g", messages=MESSAGES, max_tokens=50)
     assert proxy.lost == 2 and fake.requests() == 0
@@ -111,11 +114,12 @@ def test_a_reservation_whose_reply_is_lost_is_released(
 def test_a_lost_reply_once_is_retried_safely_and_the_call_goes_ahead(
     fake: FakeProvider, proxy: FaultProxy
 ) -> None:
-    """One lost reply: the client's retry on a new connection re-runs the reserve by the
-    same id, which Redis holds once; the call is answered and charged once."""
+    """One lost reply: the client's retry on a new connection re-runs the admission by the
+    same ids, which Redis holds once, and the settlement, which it applies once; the call
+    is answered and charged once."""
     router, _ = router_through(proxy.url, fake)
-    proxy.lose(RESERVE, times=1)
-    proxy.lose(SETTLE, times=1)
+    proxy.lose(ADMIT, times=1)
+    proxy.lose(CONCLUDE, times=1)
     routed = router.route(model="g", messages=MESSAGES, max_tokens=50)
     assert proxy.lost == 2 and routed.attempts == 1
     spending = router.spending()
@@ -126,10 +130,11 @@ def test_a_lost_reply_once_is_retried_safely_and_the_call_goes_ahead(
 def test_a_settle_whose_reply_is_lost_is_applied_once(
     fake: FakeProvider, proxy: FaultProxy, redis_server: RedisServer
 ) -> None:
-    """The settle ran, its reply was lost twice, the backlog replays it: spent counts the
-    bill once, reserved returns to zero, never below (which would free room under the cap)."""
+    """The settlement ran, its reply was lost twice, the backlog replays its settle: spent
+    counts the bill once, reserved returns to zero, never below (which would free room
+    under the cap)."""
     router, store = router_through(proxy.url, fake)
-    proxy.lose(SETTLE, times=2)
+    proxy.lose(CONCLUDE, times=2)
     routed = router.route(model="g", messages=MESSAGES, max_tokens=50)
     assert proxy.lost == 2 and store.pending_writes == 1
     time.sleep(0.06)
@@ -260,6 +265,10 @@ FAULTS = st.sampled_from(
         "lose settle twice",
         "lose release twice",
         "lose health write twice",
+        "lose admit",
+        "lose admit twice",
+        "lose conclude",
+        "lose conclude twice",
         "slow",
         "restart",
     ]
@@ -272,11 +281,17 @@ FAULTS = st.sampled_from(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(st.lists(st.tuples(FAULTS, st.sampled_from(["answered", "failed", "refused"])), max_size=12))
+@given(
+    st.lists(
+        st.tuples(FAULTS, st.sampled_from(["answered", "failed", "refused"]), st.booleans()),
+        max_size=12,
+    )
+)
 def test_every_write_takes_effect_once_whatever_is_lost(
-    persistent: tuple[RedisServer, FaultProxy], ops: list[tuple[str, str]]
+    persistent: tuple[RedisServer, FaultProxy], ops: list[tuple[str, str, bool]]
 ) -> None:
-    """Reserve, settle, release and health writes through a proxy that loses replies after
+    """Reserve, settle, release and health writes, one at a time or as one admission and
+    one settlement (as a router call makes them), through a proxy that loses replies after
     Redis ran them, a Redis that answers late, and Redis restarts: once Redis is reached
     again, nothing is reserved, spent is the sum of the bills settled (each once), spent
     stays within the cap, and no probe is left claimed."""
@@ -302,8 +317,11 @@ def test_every_write_takes_effect_once_whatever_is_lost(
         "settle": SETTLE,
         "release": RELEASE,
         "health write": b"health write",
+        "admit": ADMIT,
+        "conclude": CONCLUDE,
     }
-    for i, (fault, outcome) in enumerate(ops):
+    gate = Gate(health, None, ledger, facts, store)
+    for i, (fault, outcome, at_once) in enumerate(ops):
         proxy.heal()
         if fault.startswith("lose"):
             what = fault.removeprefix("lose ").removesuffix(" twice")
@@ -315,12 +333,25 @@ def test_every_write_takes_effect_once_whatever_is_lost(
             server.start()
         time.sleep(0.02)  # past the breaker's cooldown and the store's retry_every
         token = f"attempt-{i}"
-        if isinstance(perform(store, health.admit("openai/a", clock.now(), token)), Skip):
-            continue
-        held = perform(store, ledger.admit(candidate, facts))
-        if isinstance(held, Skip):
-            perform(store, health.release("openai/a", token))
-            continue
+        if at_once:  # as a router's call goes: one admission, one settlement
+            admitted = perform(store, gate.admit(candidate, clock.now(), token))
+            if isinstance(admitted, Skip):
+                continue
+            held = admitted.held
+            assert held is not None
+            if outcome == "answered":
+                send = Send(candidate, clock.now(), held, token=token)
+                cost = perform(store, gate.conclude(send, Usage(40, 50), None))
+                assert cost is not None
+                charged += cost.micros
+                continue
+        else:
+            if isinstance(perform(store, health.admit("openai/a", clock.now(), token)), Skip):
+                continue
+            held = perform(store, ledger.admit(candidate, facts))
+            if isinstance(held, Skip):
+                perform(store, health.release("openai/a", token))
+                continue
         if outcome == "answered":
             cost, _ = perform(store, ledger.settle(held, Usage(40, 50)))
             charged += cost.micros

@@ -132,6 +132,7 @@ class StoreSpec(_Strict):
     namespace: str | None = None
     timeout: float = Field(default=0.5, gt=0)
     retry_every: float = Field(default=1.0, gt=0)
+    cluster: bool = False
 
 
 class PolicySpec(_Strict):
@@ -348,6 +349,7 @@ def routes_and_policies(
                     namespace=spec.store.namespace,
                     timeout=spec.store.timeout,
                     retry_every=spec.store.retry_every,
+                    cluster=spec.store.cluster,
                 )
             except ConfigError as error:
                 raise ConfigError(f"{source}: store: {error}") from None

@@ -5,6 +5,12 @@ gives it a slot, and the budget reserves its worst case, in DESIGN §2's order; 
 no, and whatever the earlier ones granted is given back. After the attempt, the same gate
 settles or releases what it holds. Every step is a `Steps` generator that yields the
 store calls it needs (see `state.store`), so the gate does no I/O of its own.
+
+A store that can (`Store.admit`, `Store.conclude`) is asked for the whole admission in one
+operation and for an answer's whole settlement in another: a shared store makes each one
+round trip. The admission goes on only while the route's record is closed, which the
+breaker admits unchanged; any other record (resting, probing, a probe to claim) is left to
+the breaker's own steps, one at a time, as are a refusal's reason and every failure.
 """
 
 from __future__ import annotations
@@ -12,18 +18,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..ground.errors import StoreUnavailableError
+from ..ground.ids import new_id
 from ..ground.money import Money, Usage
 from ..ground.outcome import Wire
 from ..ground.records import Skip
 from ..ground.route import Route
 from ..policies.bounds import RequestFacts, counted_tokens
+from ..policies.budget import Reservation
 from ..policies.candidate import Candidate
-from ..state.store import Steps, StoreDeadline
+from ..state.admission import Admission, Admitting, Settlement
+from ..state.store import Steps, StoreCall, StoreDeadline
 
 if TYPE_CHECKING:
     from ..policies.breaker import HealthBook
-    from ..policies.budget import Ledger, Reservation
+    from ..policies.budget import Ledger
     from ..policies.limits import RateBook
+    from ..policies.prices import Price
+    from ..state.store import Store
 
 __all__ = ["Admitted", "Gate", "Send"]
 
@@ -40,7 +52,7 @@ class Admitted:
 class Gate:
     """One request's breaker, rate windows and budget, each None when the router has none."""
 
-    __slots__ = ("facts", "health", "ledger", "rates")
+    __slots__ = ("at_once", "facts", "health", "ledger", "rates")
 
     def __init__(
         self,
@@ -48,15 +60,91 @@ class Gate:
         rates: RateBook | None,
         ledger: Ledger | None,
         facts: RequestFacts | None,
+        store: Store | None = None,
     ) -> None:
         self.health = health
         self.rates = rates
         self.ledger = ledger
         self.facts = facts
+        # Whether the store admits and settles an attempt in one operation each.
+        self.at_once = hasattr(store, "admit") and hasattr(store, "conclude")
 
     def admit(self, candidate: Candidate, at: float, token: str) -> Steps[Admitted | Skip]:
         """Admit `candidate` to be sent at `at` (a retry is checked as of when it will be
         sent), as attempt `token`, or the skip that stops it, with nothing left held."""
+        if self.at_once and (self.health or self.rates or self.ledger):
+            admitted = yield from self._admit_at_once(candidate, at, token)
+            if admitted is not None:
+                return admitted
+        return (yield from self._admit_in_turn(candidate, at, token))
+
+    def _admit_at_once(
+        self, candidate: Candidate, at: float, token: str
+    ) -> Steps[Admitted | Skip | None]:
+        """The whole admission in one store operation; None when the breaker's own steps
+        must decide (a record that is not closed, a store that could not be reached)."""
+        name = candidate.id
+        priced: tuple[int, Price | None, bool] | None = None
+        if self.ledger is not None and self.facts is not None:
+            verdict = self.ledger.priced(candidate, self.facts)
+            if isinstance(verdict, Skip):
+                return None  # the breaker's verdict comes first: asked in turn
+            priced = verdict
+        take = None
+        if self.rates is not None and self.rates.applies(candidate):
+            take = (self.slot_tokens(candidate), candidate.route.rpm, candidate.route.tpm)
+        if self.health is None and take is None and priced is None:
+            return Admitted()  # nothing of this route's is counted or held
+        hold = new_id() if priced is not None else ""
+        ask = Admission(
+            name,
+            token,
+            health=self.health is not None,
+            take=take,
+            budget=self.ledger.budget.name if priced is not None and self.ledger else None,
+            hold=hold,
+            amount=priced[0] if priced is not None else 0,
+            cap=self.ledger.budget.cap.micros if self.ledger is not None else None,
+        )
+        try:
+            got: Admitting = yield StoreCall("admit", (ask,))
+        except StoreDeadline:
+            yield from self._undo(ask)
+            raise
+        except StoreUnavailableError:
+            yield from self._undo(ask)  # what a lost reply may have taken, given back by id
+            return None
+        if self.health is not None and not (
+            got.went_on and self.health.admits_as_is(got.health, at)
+        ):
+            if got.went_on:
+                yield from self._undo(ask)
+            return None
+        slot = take[0] if take is not None else None
+        if take is not None and got.window is not None and self.rates is not None:
+            full = self.rates.verdict(candidate, got.window, take[0])
+            if full is not None:
+                return full
+        held = None
+        if priced is not None and self.ledger is not None:
+            held = Reservation(*priced, hold)
+            if not got.reserved:
+                assert got.spend is not None
+                refusal = self.ledger.refused(candidate, held, got.spend)
+                if isinstance(refusal, Skip):
+                    if slot is not None and not ask.amount and self.rates is not None:
+                        yield from self.rates.finish(name, token, None)
+                    return refusal
+        return Admitted(False, slot, held)
+
+    def _undo(self, ask: Admission) -> Steps[None]:
+        """Give back by id what an admission may have taken (each write applies once)."""
+        if ask.budget is not None and ask.amount and self.ledger is not None:
+            yield StoreCall("release", (ask.budget, ask.hold), write=True)
+        if ask.take is not None and self.rates is not None:
+            yield from self.rates.finish(ask.route, ask.token, None)
+
+    def _admit_in_turn(self, candidate: Candidate, at: float, token: str) -> Steps[Admitted | Skip]:
         name = candidate.id
         probe = False
         if self.health is not None:
@@ -129,6 +217,49 @@ class Gate:
         if price is None or usage is None or table is None:
             return None
         return Money(price.cost(usage), table.currency)
+
+    def conclude(
+        self, send: Send, usage: Usage | None, tokens: int | None
+    ) -> Steps[Money | None]:
+        """An answered attempt's settlement: its hold settled to what it cost, its rate
+        slot kept at `tokens`, and a success for the breaker; one store operation where the
+        store can. Returns what it was charged, as `settle` does."""
+        candidate, held = send.candidate, send.held
+        if not self.at_once:
+            cost = yield from self.settle(candidate, held, usage)
+            yield from self.end_slot(candidate.id, send.token, send.slot_tokens, tokens)
+            if self.health is not None:
+                yield from self.health.succeeded(candidate.id, send.token, candidate.name)
+            return cost
+        charged, measured, money = 0, True, None
+        if held is not None and self.ledger is not None:
+            charged, measured = self.ledger.cost_of(held, usage)
+            money = self.ledger.money(charged)
+        else:
+            money = yield from self.settle(candidate, None, usage)
+        change, op, made = (
+            self.health.succeeding(candidate.id, send.token, candidate.name)
+            if self.health is not None
+            else (None, "", None)
+        )
+        slot = send.slot_tokens is not None and self.rates is not None
+        done = Settlement(
+            candidate.id,
+            send.token,
+            budget=self.ledger.budget.name if held is not None and self.ledger else None,
+            hold=held.id if held is not None else "",
+            cost=charged,
+            measured=measured,
+            bounded=held.bounded if held is not None else True,
+            slot=slot,
+            tokens=tokens,
+            change=change,
+            op=op,
+        )
+        yield StoreCall("conclude", (done,), write=True)
+        if made is not None:
+            made()
+        return money
 
     def release(self, held: Reservation | None) -> Steps[None]:
         """Release the attempt's hold: nothing was billed."""

@@ -94,12 +94,10 @@ class Outcomes:
             yield from self._end_slot(send, None)
             if self._health is not None:
                 yield from self._health.release(send.route.id, send.token)
-        cost = (yield from self._settle(send, usage)) if final and not here else None
+        # A stream's first chunk proves nothing yet: its end settles and tells the breaker.
+        cost = None
         if final and not here:
-            yield from self._end_slot(send, self._billed(send, usage))
-        if self._health is not None and not here and final:
-            # A stream's first chunk proves nothing yet: its end tells the breaker.
-            yield from self._health.succeeded(send.route.id, send.token, send.route.name)
+            cost = yield from self._gate.conclude(send, usage, self._billed(send, usage))
         elapsed = self._since(send)
         if self._on_result is not None:
             self._on_result(send.route.id, "answered", elapsed)
@@ -131,13 +129,13 @@ class Outcomes:
         given back): settle what it cost."""
         if send.wire.local:
             usage = None  # LiteLLM's own stream (a mock): nothing was sent, nothing is owed
-        cost = None if send.wire.local else (yield from self._settle(send, usage))
-        yield from self._end_slot(send, self._billed(send, usage))
-        if self._health is not None and not send.wire.local:
-            if closed:
+        if send.wire.local or closed:
+            cost = None if send.wire.local else (yield from self._settle(send, usage))
+            yield from self._end_slot(send, self._billed(send, usage))
+            if self._health is not None and not send.wire.local:
                 yield from self._health.release(send.route.id, send.token)
-            else:
-                yield from self._health.succeeded(send.route.id, send.token, send.route.name)
+        else:
+            cost = yield from self._gate.conclude(send, usage, self._billed(send, usage))
         then = "closed by the caller" if closed else "returned"
         took = self._since(send)
         self._replace_answer(

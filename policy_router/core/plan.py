@@ -148,7 +148,7 @@ class Plan(Outcomes):
         # route that made the response it continues (one store read).
         self._continues = continues
         self._rates = rates
-        self._gate = Gate(health, rates, ledger, facts)
+        self._gate = Gate(health, rates, ledger, facts, self.store)
         self._wait_for_capacity = wait_for_capacity
         self._round: list[Skip] = []  # why routes were passed over since the last wait
         self._tried_in_round = False

@@ -187,6 +187,28 @@ class HealthBook:
             },
         )
 
+    def admits_as_is(self, h: Health, now: float) -> bool:
+        """Whether the breaker admits a request to a route with record `h` at `now` without
+        changing it (a closed route): what lets the store admit it in one step."""
+        return self.breaker.admit(h, now) == (h, None)
+
+    def succeeding(
+        self, route: str, token: str = "", label: str | None = None
+    ) -> tuple[Callable[[Health], Health], str, Callable[[], None]]:
+        """`succeeded` as a change for the store to make (with its write id) and what to do
+        once it is made: tell observers when a resting route answered."""
+        before: list[Health] = []
+
+        def change(h: Health) -> Health:
+            before[:] = [h]
+            return self.breaker.succeeded(h)
+
+        def made() -> None:
+            if before and before[0].state != "closed":
+                self._emit(RestClosed(label or route, before[0].failures))
+
+        return change, _op(token, "succeeded")["op"], made
+
     def release(self, route: str, token: str = "") -> Steps[None]:
         """Give back a probe the attempt claimed but did not use."""
         yield StoreCall(

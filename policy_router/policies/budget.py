@@ -263,6 +263,21 @@ class Ledger:
             if worst:
                 yield from self.release(Reservation(worst, price, bounded, hold))
             return self._unreachable(candidate, error)
+        return self.refused(candidate, Reservation(worst, price, bounded, hold), state)
+
+    def priced(
+        self, candidate: Candidate, facts: RequestFacts
+    ) -> Skip | tuple[int, Price | None, bool]:
+        """What admitting the route needs without the store: a Skip (its currency, no
+        price, no finite worst case under a strict budget), or the amount to reserve with
+        the price and whether it is bounded."""
+        return self._priced(candidate, facts)
+
+    def refused(self, candidate: Candidate, held: Reservation, state: SpendState) -> Skip | Reservation:
+        """The verdict once the store did not hold `held` (or, with an amount of 0, was only
+        read): the skip that says why, with `state` behind the reason, or `held` itself for
+        an unpriced call the budget still lets through."""
+        worst, cap = held.amount, self.budget.cap.micros
         refusal = self._refusal(candidate, worst, state)
         if refusal is None and worst:
             # The store refused, yet it fits now: other calls settled in between. Still
@@ -275,17 +290,14 @@ class Ledger:
                 left=cap - state.spent - state.reserved,
                 may_fit=True,
             )
-        return refusal or Reservation(worst, price, bounded, hold)
+        return refusal or held
 
     def settle(self, held: Reservation, usage: Usage | None) -> Steps[tuple[Money, bool]]:
         """Replace the reservation by the real cost; without usage, charge the reservation.
 
         Returns what was charged and whether it was measured from usage.
         """
-        measured = usage is not None and held.price is not None
-        cost = (
-            held.price.cost(usage) if usage is not None and held.price is not None else held.amount
-        )
+        cost, measured = self.cost_of(held, usage)
         yield StoreCall(
             "settle",
             (self.budget.name, held.id, cost),
@@ -293,6 +305,13 @@ class Ledger:
             write=True,
         )
         return self.money(cost), measured
+
+    def cost_of(self, held: Reservation, usage: Usage | None) -> tuple[int, bool]:
+        """What settling `held` charges, in micro-units, and whether usage measured it (no
+        usage: the reservation is charged)."""
+        if usage is not None and held.price is not None:
+            return held.price.cost(usage), True
+        return held.amount, False
 
     def release(self, held: Reservation) -> Steps[None]:
         yield StoreCall("release", (self.budget.name, held.id), write=True)

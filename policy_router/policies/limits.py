@@ -98,6 +98,11 @@ class RateBook:
                 f"rate window store unreachable: {error}",
                 {"frees_in": math.inf, "closed_for": 0.0, "requests": 0, "tokens": 0},
             )
+        return self.verdict(candidate, window, tokens)
+
+    def verdict(self, candidate: Candidate, window: Window, tokens: int) -> Skip | None:
+        """None when the take got its slot, else the skip that says why the window is full."""
+        route = candidate.route
         if window.taken:
             return None
         return Skip(

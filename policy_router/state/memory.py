@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache, TTLCache
 
+from .admission import Admission, Admitting, Settlement, admit_in_turn, conclude_in_turn
 from .store import Health, SpendState, StoreCall
 from .windows import MemoryWindows, Window
 
@@ -142,6 +143,14 @@ class InMemoryStore:
             new = change(self._health.get(route, Health()))
             self._health[route] = new
             return new
+
+    def admit(self, ask: Admission) -> Admitting:
+        """An attempt's admission (see `Store`): the same steps as one at a time."""
+        return admit_in_turn(self, ask)
+
+    def conclude(self, done: Settlement) -> None:
+        """An attempt's settlement (see `Store`): the same steps as one at a time."""
+        conclude_in_turn(self, done)
 
     def defer(self, call: StoreCall) -> Any:
         # Nothing here waits on a network: a deferred write is simply made now.

@@ -296,6 +296,12 @@ class Store(Protocol):
 
     def reset_health(self, route: str | None = None) -> None: ...
 
+    # Optional: `admit(Admission) -> Admitting` and `conclude(Settlement) -> None` (with
+    # `aadmit`/`aconclude` on a remote store) do an attempt's admission and its settlement
+    # in one operation each, which a shared store makes one round trip. A store without
+    # them is asked one method at a time; `admit_in_turn` and `conclude_in_turn` are those
+    # same steps, for a store that wants the names.
+
     def remember_response(self, response: str, route: str, on_device: bool, seconds: float) -> None:
         """Remember for `seconds` that the route whose id is `route` made `response`."""
         ...

@@ -15,44 +15,53 @@ from ..store import SpendState
 from .health import DONE_TTL
 from .link import Write
 
-__all__ = ["decode", "release", "reserve", "settle", "spend_state"]
+__all__ = [
+    "RESERVE_FN",
+    "SETTLE_FN",
+    "STATE_FN",
+    "decode",
+    "keys",
+    "release",
+    "reserve",
+    "settle",
+    "spend_state",
+]
 
 
 # Checks the cap and holds the amount under the id, in one step; an id already held is
 # held, and an id already settled or released is refused (its reserve arrived late).
-_RESERVE = """-- policy_router: reserve
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 1 end
-if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
-local v = redis.call('HMGET', KEYS[1], 'spent', 'reserved')
-local amount = tonumber(ARGV[2])
-if ARGV[3] ~= '' and tonumber(v[1] or '0') + tonumber(v[2] or '0') + amount > tonumber(ARGV[3]) then
-  return 0
+RESERVE_FN = """
+local function reserve(account, holds, done, hold, amount, cap)
+  if redis.call('HEXISTS', holds, hold) == 1 then return 1 end
+  if redis.call('EXISTS', done) == 1 then return 0 end
+  local v = redis.call('HMGET', account, 'spent', 'reserved')
+  if cap ~= '' and tonumber(v[1] or '0') + tonumber(v[2] or '0') + amount > tonumber(cap) then
+    return 0
+  end
+  redis.call('HSET', holds, hold, amount)
+  redis.call('HINCRBY', account, 'reserved', amount)
+  return 1
 end
-redis.call('HSET', KEYS[2], ARGV[1], amount)
-redis.call('HINCRBY', KEYS[1], 'reserved', amount)
-return 1
 """
-
-
 
 # Replaces the hold by the call's cost and counts the call, once per id. An id never held
 # (an unpriced call, or a hold dropped by drop_reservations) is counted with nothing to free.
-_SETTLE = """-- policy_router: settle
-if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
-redis.call('SET', KEYS[3], '1', 'EX', ARGV[5])
-local held = redis.call('HGET', KEYS[2], ARGV[1])
-if held then
-  redis.call('HDEL', KEYS[2], ARGV[1])
-  redis.call('HINCRBY', KEYS[1], 'reserved', -tonumber(held))
+SETTLE_FN = """
+local function settle(account, holds, done, hold, cost, unmeasured, unbounded, ttl)
+  if redis.call('EXISTS', done) == 1 then return 0 end
+  redis.call('SET', done, '1', 'EX', ttl)
+  local held = redis.call('HGET', holds, hold)
+  if held then
+    redis.call('HDEL', holds, hold)
+    redis.call('HINCRBY', account, 'reserved', -tonumber(held))
+  end
+  redis.call('HINCRBY', account, 'spent', cost)
+  redis.call('HINCRBY', account, 'calls', 1)
+  if unmeasured == '1' then redis.call('HINCRBY', account, 'unmeasured', 1) end
+  if unbounded == '1' then redis.call('HINCRBY', account, 'unbounded', 1) end
+  return 1
 end
-redis.call('HINCRBY', KEYS[1], 'spent', ARGV[2])
-redis.call('HINCRBY', KEYS[1], 'calls', 1)
-if ARGV[3] == '1' then redis.call('HINCRBY', KEYS[1], 'unmeasured', 1) end
-if ARGV[4] == '1' then redis.call('HINCRBY', KEYS[1], 'unbounded', 1) end
-return 1
 """
-
-
 
 # Gives the hold back, once; marks the id done even when it is not held yet, so a reserve
 # still on its way (sent before its reply was lost) is refused when it arrives.
@@ -66,14 +75,25 @@ end
 return 1
 """
 
-
-
-_SPEND_STATE = """
-local v = redis.call('HMGET', KEYS[1], 'spent', 'reserved', 'calls', 'unmeasured', 'unbounded')
-table.insert(v, redis.call('HLEN', KEYS[2]))
-return v
+STATE_FN = """
+local function spend_state(account, holds)
+  local v = redis.call('HMGET', account, 'spent', 'reserved', 'calls', 'unmeasured', 'unbounded')
+  table.insert(v, redis.call('HLEN', holds))
+  return v
+end
 """
 
+_RESERVE = (
+    "-- policy_router: reserve\n"
+    + RESERVE_FN
+    + "return reserve(KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[2]), ARGV[3])\n"
+)
+_SETTLE = (
+    "-- policy_router: settle\n"
+    + SETTLE_FN
+    + "return settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])\n"
+)
+_SPEND_STATE = "-- policy_router: spend state\n" + STATE_FN + "return spend_state(KEYS[1], KEYS[2])\n"
 
 
 def decode(values: list[Any]) -> SpendState:
@@ -81,8 +101,13 @@ def decode(values: list[Any]) -> SpendState:
     return SpendState(*(int(v or 0) for v in values))
 
 
+def keys(key: str, hold: str) -> tuple[str, str, str]:
+    """A budget's account, its holds, and the "done" marker of the reservation `hold`."""
+    return key, f"{key}:holds", f"{key}:done:{hold}"
+
+
 def _keys(key: str, hold: str) -> tuple[Any, ...]:
-    return (3, key, f"{key}:holds", f"{key}:done:{hold}")
+    return (3, *keys(key, hold))
 
 
 def reserve(key: str, hold: str, amount: int, cap: int | None) -> tuple[Any, ...]:

@@ -80,7 +80,7 @@ return 1
 """
 
 # Every route's record and the server's clock in one round trip; expired routes leave
-# the index. (Keys are built from ARGV, which a Redis Cluster would refuse.)
+# the index. Records are named from ARGV, all in the index's slot (one hash tag).
 ALL = """-- policy_router: all health
 local t = redis.call('TIME')
 local out = {t[1], t[2]}

@@ -14,9 +14,20 @@ from typing import Any
 
 from ..windows import WINDOW, Window
 
-__all__ = ["close_args", "decode", "finish_write", "take_args", "windows_args", "decode_all"]
+__all__ = [
+    "FINISH_FN",
+    "NOW",
+    "TAKE_FN",
+    "close_args",
+    "decode",
+    "decode_all",
+    "finish_write",
+    "keys",
+    "take_args",
+    "windows_args",
+]
 
-_NOW = "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) + tonumber(t[2]) / 1e6\n"
+NOW = "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) + tonumber(t[2]) / 1e6\n"
 
 # Prunes the window and reads it; shared by take and windows. KEYS slots, tokens, flying,
 # closed; `window` the slot lifetime. Sets requests, used, flying, frees, closed.
@@ -37,65 +48,80 @@ if #oldest > 0 then frees = tonumber(oldest[2]) + window - now end
 if frees < 0 then frees = 0 end
 """
 
-_TAKE = (
-    "-- policy_router: take a rate slot\n"
-    + _NOW
-    + "local K1, K2, K3, K4 = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n"
-    + "local window = tonumber(ARGV[5])\n"
+# Takes slot `slot` of `need` tokens if the window has room; a slot already taken, or
+# already finished (K5, its "done" marker), counts as taken. Needs `now`.
+TAKE_FN = (
+    "local function take(K1, K2, K3, K4, K5, slot, need, rpm, tpm, window)\n"
     + _READ
     + """
-local function reply(taken)
-  return {taken, requests, tostring(used), flying, tostring(frees), tostring(closed)}
-end
-if redis.call('ZSCORE', K1, ARGV[1]) or redis.call('EXISTS', KEYS[5]) == 1 then
-  return reply(1)
-end
-local need = tonumber(ARGV[2])
-local rpm_full = ARGV[3] ~= '' and requests + 1 > tonumber(ARGV[3])
-local tpm_full = ARGV[4] ~= '' and used + need > tonumber(ARGV[4])
-if closed > 0 or rpm_full or tpm_full then
-  if tpm_full and not rpm_full then
-    local tpm = tonumber(ARGV[4])
-    if need > tpm then
-      frees = -1
-    else
-      local over = used + need - tpm
-      local slots = redis.call('ZRANGE', K1, 0, -1, 'WITHSCORES')
-      for i = 1, #slots, 2 do
-        over = over - tonumber(redis.call('HGET', K2, slots[i]) or '0')
-        if over <= 0 then frees = tonumber(slots[i + 1]) + window - now; break end
+  local function reply(taken)
+    return {taken, requests, tostring(used), flying, tostring(frees), tostring(closed)}
+  end
+  if redis.call('ZSCORE', K1, slot) or redis.call('EXISTS', K5) == 1 then
+    return reply(1)
+  end
+  local rpm_full = rpm ~= '' and requests + 1 > tonumber(rpm)
+  local tpm_full = tpm ~= '' and used + need > tonumber(tpm)
+  if closed > 0 or rpm_full or tpm_full then
+    if tpm_full and not rpm_full then
+      local limit = tonumber(tpm)
+      if need > limit then
+        frees = -1
+      else
+        local over = used + need - limit
+        local slots = redis.call('ZRANGE', K1, 0, -1, 'WITHSCORES')
+        for i = 1, #slots, 2 do
+          over = over - tonumber(redis.call('HGET', K2, slots[i]) or '0')
+          if over <= 0 then frees = tonumber(slots[i + 1]) + window - now; break end
+        end
       end
     end
+    return reply(0)
   end
-  return reply(0)
+  redis.call('ZADD', K1, now, slot)
+  redis.call('HSET', K2, slot, need)
+  redis.call('ZADD', K3, now, slot)
+  for _, k in ipairs({K1, K2}) do redis.call('EXPIRE', k, math.ceil(window) + 1) end
+  redis.call('EXPIRE', K3, 600)
+  requests, used, flying = requests + 1, used + need, flying + 1
+  return reply(1)
 end
-redis.call('ZADD', K1, now, ARGV[1])
-redis.call('HSET', K2, ARGV[1], need)
-redis.call('ZADD', K3, now, ARGV[1])
-for _, k in ipairs({K1, K2}) do redis.call('EXPIRE', k, math.ceil(window) + 1) end
-redis.call('EXPIRE', K3, 600)
-requests, used, flying = requests + 1, used + need, flying + 1
-return reply(1)
 """
 )
 
-# Settles a slot to its billed tokens, or gives it back (ARGV[2] == ''), once per slot.
-_FINISH = """-- policy_router: finish a rate slot
-if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
-redis.call('SET', KEYS[4], '1', 'EX', ARGV[3])
-redis.call('ZREM', KEYS[3], ARGV[1])
-if ARGV[2] == '' then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  redis.call('HDEL', KEYS[2], ARGV[1])
-elseif redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+_TAKE = (
+    "-- policy_router: take a rate slot\n"
+    + NOW
+    + TAKE_FN
+    + "return take(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], tonumber(ARGV[2]), "
+    + "ARGV[3], ARGV[4], tonumber(ARGV[5]))\n"
+)
+
+# Settles a slot to its billed tokens, or gives it back (billed == ''), once per slot.
+FINISH_FN = """
+local function finish(K1, K2, K3, K4, slot, billed, ttl)
+  if redis.call('EXISTS', K4) == 1 then return 0 end
+  redis.call('SET', K4, '1', 'EX', ttl)
+  redis.call('ZREM', K3, slot)
+  if billed == '' then
+    redis.call('ZREM', K1, slot)
+    redis.call('HDEL', K2, slot)
+  elseif redis.call('ZSCORE', K1, slot) then
+    redis.call('HSET', K2, slot, billed)
+  end
+  return 1
 end
-return 1
 """
+
+_FINISH = (
+    "-- policy_router: finish a rate slot\n"
+    + FINISH_FN
+    + "return finish(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3])\n"
+)
 
 _CLOSE = (
     "-- policy_router: close a rate window\n"
-    + _NOW
+    + NOW
     + """
 local till = now + tonumber(ARGV[1])
 if till > tonumber(redis.call('GET', KEYS[1]) or '0') then
@@ -105,10 +131,10 @@ return 1
 """
 )
 
-# Every named route's window; keys are built from ARGV (a Redis Cluster would refuse).
+# Every named route's window; its keys are built from ARGV, all in the namespace's slot.
 _WINDOWS = (
     "-- policy_router: rate windows\n"
-    + _NOW
+    + NOW
     + "local window = tonumber(ARGV[2])\nlocal out = {}\n"
     + "for i = 3, #ARGV do\n"
     + "  local base = ARGV[1] .. ARGV[i]\n"
@@ -117,6 +143,11 @@ _WINDOWS = (
     + "  table.insert(out, {requests, tostring(used), flying, tostring(frees), tostring(closed)})\n"
     + "end\nreturn out\n"
 )
+
+
+def keys(namespace: str, route: str, slot: str) -> tuple[str, str, str, str, str]:
+    """A route's window keys (slots, tokens, flying, closed) and slot `slot`'s "done"."""
+    return (*_keys(namespace, route), f"{namespace}:rate:{route}:done:{slot}")
 
 
 def _keys(namespace: str, route: str) -> tuple[str, str, str, str]:
@@ -146,7 +177,8 @@ def close_args(namespace: str, route: str, seconds: float) -> list[tuple[str, tu
 
 
 def windows_args(namespace: str, routes: list[str]) -> tuple[Any, ...]:
-    return (_WINDOWS, 0, f"{namespace}:rate:", WINDOW, *routes)
+    # One key declared (unused) so that a cluster sends it to the namespace's slot.
+    return (_WINDOWS, 1, f"{namespace}:routes", f"{namespace}:rate:", WINDOW, *routes)
 
 
 def decode(reply: list[Any], taken: bool | None = None) -> Window:

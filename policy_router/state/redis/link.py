@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import inspect
 import threading
 import time
 import weakref
@@ -52,32 +53,58 @@ class Link:
     event loop (its connections cannot be used from another loop).
     """
 
-    def __init__(self, url: str, options: dict[str, Any], retry_every: float) -> None:
+    def __init__(
+        self, url: str, options: dict[str, Any], retry_every: float, *, cluster: bool = False
+    ) -> None:
         import redis
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
         self.url = url
         self.options = options
+        self.cluster = cluster
         # One retry, on a broken connection only: it covers a pooled connection that went
         # stale while Redis restarted. A timeout is never retried, so the store's `timeout`
         # is the longest one command waits (redis-py's default retries timeouts too, which
         # doubled it). Every write is idempotent by id, so a retried one that had in fact
         # run changes nothing.
-        self.client = redis.Redis(
-            connection_pool=redis.BlockingConnectionPool.from_url(
-                url, retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)), **options
+        if cluster:
+            # A cluster client follows MOVED and ASK itself and, after a node failed, reads
+            # the topology again before the next call; it retries nothing else, timeouts
+            # included (its default retries every error ten times).
+            from redis.cluster import RedisCluster
+
+            self.client: _Client = RedisCluster.from_url(
+                url,
+                retry=Retry(NoBackoff(), 0),
+                connection_pool_class=redis.BlockingConnectionPool,
+                **_per_node(options),
             )
-        )
+        else:
+            self.client = redis.Redis(
+                connection_pool=redis.BlockingConnectionPool.from_url(
+                    url, retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)), **options
+                )
+            )
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._aqueues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
             weakref.WeakKeyDictionary()
         )
         self.where = address(url)
         self.retry_every = retry_every
+        # A cluster with a slot uncovered or moving (a failover, a reshard whose keys are
+        # half moved) cannot answer for now: an outage like a server down, never a bug.
         self.outage: tuple[type[BaseException], ...] = (
             redis.ConnectionError,
             redis.TimeoutError,
             OSError,
+            redis.exceptions.ClusterError,
+            redis.exceptions.ClusterDownError,
+            redis.exceptions.TryAgainError,
+            redis.exceptions.MovedError,
+            redis.exceptions.AskError,
         )
         self.lock = threading.Lock()
         self.retry_at = 0.0
@@ -98,7 +125,14 @@ class Link:
 
         loop = asyncio.get_running_loop()
         client = self._aclients.get(loop)
-        if client is None:
+        if client is None and self.cluster:
+            from redis.asyncio.cluster import RedisCluster
+
+            client = RedisCluster.from_url(
+                self.url, retry=Retry(NoBackoff(), 0), **_per_node(self.options)
+            )
+            self._aclients[loop] = client
+        elif client is None:
             client = redis.asyncio.Redis(
                 connection_pool=redis.asyncio.BlockingConnectionPool.from_url(
                     self.url,
@@ -115,7 +149,7 @@ class Link:
         self._guard()
         try:
             if self.backlog:
-                self._flush(self.client)
+                self._flush()
             result = op(self.client)
         except self.outage as error:
             self._lost(error)
@@ -127,11 +161,34 @@ class Link:
         """`run` on this event loop's async client."""
         self._guard()
         client = self.aclient()
+        if not self.cluster:
+            return await self._arun(client, op)
+        # redis.asyncio's cluster client refuses a call at once when a node's connections
+        # are all in use; queued here instead, like the standalone client's blocking pool,
+        # a burst of calls waits its turn rather than seeing an outage.
+        queue = self._aqueues.get(asyncio.get_running_loop())
+        if queue is None:
+            queue = self._aqueues[asyncio.get_running_loop()] = _Queue(self.options["max_connections"])
+        if not queue.ready:
+            # Its first calls, made concurrently, race to read the topology and some find
+            # their connection closed under them (seen with redis-py 8.1): one reads it first.
+            async with queue.first:
+                if not queue.ready:
+                    try:
+                        await client.initialize()
+                    except self.outage as error:
+                        self._lost(error)
+                        raise self._unavailable() from None
+                    queue.ready = True
+        async with queue.turns:
+            return await self._arun(client, op)
+
+    async def _arun(self, client: _Client, op: Callable[[_Client], Awaitable[T]]) -> T:
         try:
             if self.backlog:
                 claimed = self._claim()
                 try:
-                    await transact(client, claimed)
+                    await transact(client, claimed, cluster=self.cluster)
                 except BaseException:
                     self._unclaim(claimed)
                     raise
@@ -150,14 +207,14 @@ class Link:
     def write(self, commands: Write) -> None:
         """Make a budget write now, or keep it for when Redis answers again."""
         try:
-            self.run(lambda r: transact(r, [commands]))
+            self.run(lambda r: transact(r, [commands], cluster=self.cluster))
         except StoreUnavailableError:
             with self.lock:
                 self.backlog.append(commands)
 
     async def awrite(self, commands: Write) -> None:
         try:
-            await self.arun(lambda r: transact(r, [commands]))
+            await self.arun(lambda r: transact(r, [commands], cluster=self.cluster))
         except StoreUnavailableError:
             with self.lock:
                 self.backlog.append(commands)
@@ -182,20 +239,22 @@ class Link:
         self.flush_at_exit()
         # A client given its pool leaves the pool open on close(): disconnect it here.
         self.client.close()
-        self.client.connection_pool.disconnect()
+        if not self.cluster:
+            self.client.connection_pool.disconnect()
 
     async def aclose(self) -> None:
         """Close this event loop's async client, then `close`."""
         client = self._aclients.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.aclose()
-            await client.connection_pool.disconnect()
+            if not self.cluster:
+                await client.connection_pool.disconnect()
         self.close()
 
-    def _flush(self, client: _Client) -> None:
+    def _flush(self) -> None:
         claimed = self._claim()
         try:
-            transact(client, claimed)
+            transact(self.client, claimed, cluster=self.cluster)
         except BaseException:
             self._unclaim(claimed)
             raise
@@ -247,9 +306,35 @@ class Link:
             emit(record)
 
 
-def transact(client: _Client, writes: list[Write]) -> Any:
+class _Queue:
+    """An event loop's turns at a cluster's async client, and its first contact."""
+
+    def __init__(self, turns: int) -> None:
+        self.turns = asyncio.Semaphore(turns)
+        self.first = asyncio.Lock()
+        self.ready = False
+
+
+def _per_node(options: dict[str, Any]) -> dict[str, Any]:
+    # A cluster client keeps a pool per node and takes no pool options of its own.
+    return {k: v for k, v in options.items() if k != "timeout"}
+
+
+def transact(client: _Client, writes: list[Write], *, cluster: bool = False) -> Any:
     """Queue the writes in one MULTI transaction and execute it (a coroutine for an async
-    client, which the caller awaits)."""
+    client, which the caller awaits). On a cluster, where writes of two routers may live
+    in two slots, they go one by one instead, in order: each write is one script or one
+    command, atomic by itself."""
+    if cluster:
+        # A cluster pipeline takes no scripts: each write goes as its own command.
+        calls = [(name, args) for commands in writes for name, args in commands]
+        if inspect.iscoroutinefunction(client.execute_command):
+
+            async def each() -> list[Any]:
+                return [await getattr(client, name)(*args) for name, args in calls]
+
+            return each()
+        return [getattr(client, name)(*args) for name, args in calls]
     pipe = client.pipeline(transaction=True)
     for commands in writes:
         for name, args in commands:

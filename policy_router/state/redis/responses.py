@@ -1,7 +1,7 @@
 """Which route made each response, in Redis, so every process continues a conversation
 on the route that started it (see `policies.continuity`).
 
-One key per response, `<namespace>:made:<response id>` = "<on_device 0|1>:<route id>", that
+One key per response, `<key prefix>:made:<response id>` = "<on_device 0|1>:<route id>", that
 expires when the provider forgets the response. A write Redis could not take is kept and
 written when it answers again, and this process's own view has it meanwhile; a read Redis
 cannot answer raises `StoreUnavailableError`, which continuity treats as "on the device".
@@ -12,21 +12,21 @@ from __future__ import annotations
 from typing import Any
 
 from ..memory import InMemoryStore
+from .keyspace import KeySpace
 from .link import Link
 
 __all__ = ["RememberedResponses"]
 
 
-class RememberedResponses:
+class RememberedResponses(KeySpace):
     """The Responses-continuity part of `RedisStore` (mixed into it)."""
 
-    namespace: str
     _link: Link
     _local: InMemoryStore
 
     def _made_write(self, response: str, route: str, on_device: bool, seconds: float) -> Any:
         value = f"{int(on_device)}:{route}"
-        return [("set", (f"{self.namespace}:made:{response}", value, max(int(seconds), 1)))]
+        return [("set", (f"{self._space}:made:{response}", value, max(int(seconds), 1)))]
 
     def remember_response(self, response: str, route: str, on_device: bool, seconds: float) -> None:
         self._local.remember_response(response, route, on_device, seconds)
@@ -46,9 +46,9 @@ class RememberedResponses:
         return self._local.recall_response(response)
 
     def recall_response(self, response: str) -> tuple[str, bool] | None:
-        key = f"{self.namespace}:made:{response}"
+        key = f"{self._space}:made:{response}"
         return self._decoded(response, self._link.run(lambda r: r.get(key)))
 
     async def arecall_response(self, response: str) -> tuple[str, bool] | None:
-        key = f"{self.namespace}:made:{response}"
+        key = f"{self._space}:made:{response}"
         return self._decoded(response, await self._link.arun(lambda r: r.get(key)))

@@ -30,7 +30,6 @@ lose no acknowledged write when it is killed), or a restarted Redis starts every
 from __future__ import annotations
 
 import copy
-import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,9 +37,11 @@ from urllib.parse import urlsplit
 
 from ...ground.clock import Clock, MonotonicClock
 from ...ground.errors import ConfigError, StoreUnavailableError
+from ..admission import Admission, Admitting, Settlement
 from ..memory import InMemoryStore
 from ..store import Health, SpendState, StoreCall
 from ..windows import Window
+from . import admission as at_once
 from . import budget as budget_script
 from .health import ALL, DONE_TTL, Keys, Update, decode_all, free_probe
 from .health import arun as arun_update
@@ -82,6 +83,13 @@ class RedisStore(RememberedResponses):
     A process killed during a call leaves that call's reservation held (the cap shrinks by
     it, it is never overshot) until `drop_reservations(budget)` is called while no process
     runs calls. Needs the `redis` extra (`pip install 'policy-router[redis]'`).
+
+    A healthy call takes two round trips: its admission (health, rate slot, reservation)
+    is one script and its settlement another (`admission.py`). With `cluster=True`, `url`
+    names any node of a Redis Cluster: keys carry the namespace as a hash tag, so one
+    router's keys share one slot (see `keyspace.py`); MOVED and ASK are followed, and a
+    node that fails or a slot on the move is an outage like a server down (nothing is
+    retried blind; writes wait by id and are made once the slot answers).
     """
 
     remote = True
@@ -96,6 +104,7 @@ class RedisStore(RememberedResponses):
         probe_lease: float = 300.0,
         keep_health: float = 86400.0,
         max_connections: int = 64,
+        cluster: bool = False,
     ) -> None:
         try:
             import redis  # noqa: F401
@@ -136,7 +145,9 @@ class RedisStore(RememberedResponses):
             "max_connections": max_connections,
             "timeout": None,
         }
-        self._link = Link(url, options, float(retry_every))
+        if not isinstance(cluster, bool):
+            raise ConfigError(f"RedisStore cluster must be True or False, got {cluster!r}")
+        self._link = Link(url, options, float(retry_every), cluster=cluster)
         self._explicit = namespace
         self.namespace = namespace or "policy_router:default"
         self._clock: Clock = MonotonicClock()
@@ -154,16 +165,6 @@ class RedisStore(RememberedResponses):
         view._clock = clock
         view._local = InMemoryStore()
         return view
-
-    def _budget_key(self, budget: str) -> str:
-        return f"{self.namespace}:budget:{budget}"
-
-    def _health_key(self, route: str) -> str:
-        return f"{self.namespace}:health:{route}"
-
-    @property
-    def _index(self) -> str:
-        return f"{self.namespace}:routes"
 
     # -- budget ----------------------------------------------------------------------------
     # Each operation is written once as the commands it sends; the sync method runs them on
@@ -200,6 +201,43 @@ class RedisStore(RememberedResponses):
         script = budget_script.spend_state(self._budget_key(budget))
         return budget_script.decode(await self._link.arun(lambda r: r.eval(*script)))
 
+    # -- one attempt's admission and settlement, one round trip each (admission.py) -------
+    def admit(self, ask: Admission) -> Admitting:
+        """Raises StoreUnavailableError when Redis cannot be reached (the gate gives back by
+        id what a lost reply may have taken, then asks one step at a time)."""
+        args = at_once.admit_args(self._space, ask)
+        return at_once.admitted(self._link.run(lambda r: r.eval(*args)), self._clock, self._probe_lease)
+
+    async def aadmit(self, ask: Admission) -> Admitting:
+        args = at_once.admit_args(self._space, ask)
+        reply = await self._link.arun(lambda r: r.eval(*args))
+        return at_once.admitted(reply, self._clock, self._probe_lease)
+
+    def conclude(self, done: Settlement) -> None:
+        args = at_once.conclude_args(self._space, done)
+        try:
+            reply = self._link.run(lambda r: r.eval(*args))
+        except StoreUnavailableError:
+            return self._conclude_later(done)
+        if done.change is not None and at_once.changes(done, reply, self._clock, self._probe_lease):
+            self.update_health(done.route, done.change, token=done.token, op=done.op)
+
+    async def aconclude(self, done: Settlement) -> None:
+        args = at_once.conclude_args(self._space, done)
+        try:
+            reply = await self._link.arun(lambda r: r.eval(*args))
+        except StoreUnavailableError:
+            return self._conclude_later(done)
+        if done.change is not None and at_once.changes(done, reply, self._clock, self._probe_lease):
+            await self.aupdate_health(done.route, done.change, token=done.token, op=done.op)
+
+    def _conclude_later(self, done: Settlement) -> None:
+        # Budget and slot writes wait by id for Redis; the success is this process's view.
+        for write in at_once.writes(self._space, done):
+            self._link.defer(write)
+        if done.change is not None:
+            self._unconfirmed(self._update(done.route, done.change, done.token, done.op), done.change)
+
     @property
     def pending_writes(self) -> int:
         """Budget writes made during an outage and not yet written to Redis."""
@@ -217,7 +255,7 @@ class RedisStore(RememberedResponses):
         self, route: str, change: Callable[[Health], Health], token: str, op: str
     ) -> Update:
         return Update(
-            Keys(self.namespace, route),
+            Keys(self._space, route),
             change,
             token=token,
             op=op,
@@ -258,49 +296,59 @@ class RedisStore(RememberedResponses):
     def take(self, route: str, slot: str, tokens: int, rpm: int | None, tpm: int | None) -> Window:
         """Raises StoreUnavailableError when Redis cannot be reached (the limit fails
         closed, as the budget does)."""
-        args = take_args(self.namespace, route, slot, tokens, rpm, tpm)
+        args = take_args(self._space, route, slot, tokens, rpm, tpm)
         return decode_window(self._link.run(lambda r: r.eval(*args)))
 
     async def atake(
         self, route: str, slot: str, tokens: int, rpm: int | None, tpm: int | None
     ) -> Window:
-        args = take_args(self.namespace, route, slot, tokens, rpm, tpm)
+        args = take_args(self._space, route, slot, tokens, rpm, tpm)
         return decode_window(await self._link.arun(lambda r: r.eval(*args)))
 
     def finish(self, route: str, slot: str, tokens: int | None) -> None:
-        self._link.write(finish_write(self.namespace, route, slot, tokens, DONE_TTL))
+        self._link.write(finish_write(self._space, route, slot, tokens, DONE_TTL))
 
     async def afinish(self, route: str, slot: str, tokens: int | None) -> None:
-        await self._link.awrite(finish_write(self.namespace, route, slot, tokens, DONE_TTL))
+        await self._link.awrite(finish_write(self._space, route, slot, tokens, DONE_TTL))
 
     def close_window(self, route: str, seconds: float) -> None:
-        self._link.write(close_args(self.namespace, route, seconds))
+        self._link.write(close_args(self._space, route, seconds))
 
     async def aclose_window(self, route: str, seconds: float) -> None:
-        await self._link.awrite(close_args(self.namespace, route, seconds))
+        await self._link.awrite(close_args(self._space, route, seconds))
 
     def windows(self, routes: list[str]) -> dict[str, Window]:
-        args = windows_args(self.namespace, routes)
+        args = windows_args(self._space, routes)
         return decode_windows(routes, self._link.run(lambda r: r.eval(*args)))
 
     async def awindows(self, routes: list[str]) -> dict[str, Window]:
-        args = windows_args(self.namespace, routes)
+        args = windows_args(self._space, routes)
         return decode_windows(routes, await self._link.arun(lambda r: r.eval(*args)))
 
     def defer(self, call: StoreCall) -> Any:
         """Make a write the deadline cut short once Redis is next reached (see
         `store.perform`): a budget write by its id; a health write in this process's view,
         with the attempt's probe given back in Redis."""
-        if call.method in ("settle", "release"):
-            self._link.defer(getattr(self, "_" + call.method)(*call.args, **call.kwargs))
+        if call.method == "settle":
+            budget, hold, cost = call.args
+            measured, bounded = call.kwargs["measured"], call.kwargs["bounded"]
+            self._link.defer(
+                budget_script.settle(self._budget_key(budget), hold, cost, measured, bounded)
+            )
+            return None
+        if call.method == "release":
+            budget, hold = call.args
+            self._link.defer(budget_script.release(self._budget_key(budget), hold))
             return None
         if call.method == "finish":
             route, slot, tokens = call.args
-            self._link.defer(finish_write(self.namespace, route, slot, tokens, DONE_TTL))
+            self._link.defer(finish_write(self._space, route, slot, tokens, DONE_TTL))
             return None
         if call.method == "close_window":
-            self._link.defer(close_args(self.namespace, *call.args))
+            self._link.defer(close_args(self._space, *call.args))
             return None
+        if call.method == "conclude":
+            return self._conclude_later(*call.args)
         if call.method == "remember_response":
             self._local.remember_response(*call.args)
             return self._link.defer(self._made_write(*call.args))
@@ -308,7 +356,7 @@ class RedisStore(RememberedResponses):
             route, change = call.args
             token = call.kwargs.get("token", "")
             if token:
-                self._link.defer(free_probe(Keys(self.namespace, route), token))
+                self._link.defer(free_probe(Keys(self._space, route), token))
             return self._local_view().update_health(route, change)
         raise ValueError(f"RedisStore.defer: {call.method} is not a write")
 
@@ -328,59 +376,6 @@ class RedisStore(RememberedResponses):
             return self._local_view().all_health()
         return decode_all(reply, self._clock, self._probe_lease)
 
-    def reset_health(self, route: str | None = None) -> None:
-        """Forget health records, in Redis for every process sharing them.
-
-        Raises StoreUnavailableError when Redis cannot be reached (this process's own view
-        is reset all the same).
-        """
-        self._local.reset_health(route)
-
-        def op(r: _Client) -> None:
-            names = [route] if route is not None else list(r.smembers(self._index))
-            if names:
-                r.delete(*(self._health_key(n) for n in names))
-                r.srem(self._index, *names)
-
-        self._link.run(op)
-
-    def drop_reservations(self, budget: str) -> int:
-        """Set a budget's reserved amount to zero and return what it was, in micro-units.
-
-        For reservations left by processes that were killed during a call (they shrink the
-        cap until dropped). Call it only while no process is making calls under this
-        budget: a running call's reservation would be dropped too, and its settle would then
-        count its cost against a reservation that no longer exists. Spending is kept.
-        """
-        key = self._budget_key(budget)
-
-        def op(r: _Client) -> int:
-            pipe = r.pipeline(transaction=True)
-            pipe.hget(key, "reserved")
-            pipe.hset(key, "reserved", 0)
-            pipe.delete(f"{key}:holds")
-            held, _, _ = pipe.execute()
-            return int(held or 0)
-
-        return self._link.run(op)
-
-    def clear(self) -> None:
-        """Delete every key under this store's namespace: spending, reservations, health
-        and rate windows.
-
-        For tests and for starting a budget afresh; every process sharing the namespace
-        sees it at once. Reservations of calls still running are dropped too.
-        """
-        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self.namespace) + ":*"
-
-        def op(r: _Client) -> None:
-            keys = list(r.scan_iter(match=pattern, count=500))
-            if keys:
-                r.delete(*keys)
-
-        self._link.run(op)
-        self._local.reset_health()
-
     def ping(self) -> float:
         """Seconds one round trip to Redis took; raises StoreUnavailableError."""
         start = time.perf_counter()
@@ -397,4 +392,5 @@ class RedisStore(RememberedResponses):
         await self._link.aclose()
 
     def __repr__(self) -> str:
-        return f"RedisStore({self._link.where!r}, namespace={self.namespace!r})"
+        cluster = ", cluster=True" if self._link.cluster else ""
+        return f"RedisStore({self._link.where!r}, namespace={self.namespace!r}{cluster})"
