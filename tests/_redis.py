@@ -9,6 +9,10 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import redis
+import redis.asyncio
 
 
 def _binary() -> str | None:
@@ -105,3 +109,29 @@ class RedisServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+# -- counting what is sent ------------------------------------------------------------------
+SENDS = {"n": 0}
+"""How many times a counting connection sent to Redis: one send is one round trip (a
+script, a command, or a whole pipeline goes in one)."""
+
+
+class Counting(redis.Connection):
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        SENDS["n"] += 1
+        super().send_packed_command(command, check_health)
+
+
+class ACounting(redis.asyncio.Connection):
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        SENDS["n"] += 1
+        await super().send_packed_command(command, check_health)
+
+
+def counting(store: Any) -> Any:
+    """`store` (a standalone RedisStore not used yet) with every connection, sync or
+    async, counting its sends in `SENDS`."""
+    store._link.client.connection_pool.connection_class = Counting
+    store._link.options["connection_class"] = ACounting
+    return store

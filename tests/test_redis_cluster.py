@@ -24,6 +24,7 @@ import redis
 from policy_router import (
     Breaker,
     Budget,
+    ConfigError,
     Order,
     OverBudgetError,
     PriceTable,
@@ -32,7 +33,7 @@ from policy_router import (
     Router,
 )
 from policy_router.ground.money import Money
-from policy_router.testing import FakeProvider, Hang, Reply
+from policy_router.testing import Fail, FakeProvider, Hang, Reply
 
 from ._redis_cluster import RedisClusterServer
 from ._redis_worker import MESSAGES, TABLE, burst
@@ -295,3 +296,33 @@ def test_a_master_killed_for_good_fails_over_on_the_safe_side(
     charged = sum(c.micros for c in caller.answered)
     assert spending.spent.micros <= charged <= spending.spent.micros + spending.reserved.micros
     assert fake.requests() == len(caller.answered)
+
+
+def test_a_config_file_names_a_cluster(
+    cluster: RedisClusterServer, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`store: {redis: ..., cluster: true}`: two routers built from one file share one
+    breaker through the cluster; a cluster flag that is not a boolean is refused."""
+    monkeypatch.setenv("REDIS_URL", cluster.url)
+    monkeypatch.setenv("FAKE_KEY", f"{KEY_PREFIX}config")
+    common = {"api_key": "os.environ/FAKE_KEY", "capabilities": {"streaming": True}}
+    policy = {
+        "name": f"config-{time.monotonic_ns()}",
+        "store": {"redis": "os.environ/REDIS_URL", "cluster": True},
+        "breaker": {"failures": 1, "cooldown": 60},
+        "groups": {
+            "g": {
+                "routes": [
+                    {"model": "openai/a", "api_base": fake.base_url, **common},
+                    {"model": "openai/b", "api_base": fake.base_url, **common},
+                ]
+            }
+        },
+    }
+    one, other = Router.from_config(policy), Router.from_config(policy)
+    assert "cluster=True" in repr(one._now.store)  # type: ignore[attr-defined]
+    fake.script("a", Fail(500))
+    assert one.route(model="g", messages=MESSAGES).route.name == "openai/b"
+    assert set(other.resting()) == {"openai/a"}
+    with pytest.raises(ConfigError, match="cluster"):
+        Router.from_config({**policy, "store": {"redis": "os.environ/REDIS_URL", "cluster": "maybe"}})

@@ -16,37 +16,18 @@ from typing import Any
 
 import litellm
 import pytest
-import redis
-import redis.asyncio
 
 from policy_router import Breaker, Budget, PriceTable, RedisStore, Route, Router
 from policy_router.testing import Fail, FakeProvider, Reply
 
-from ._redis import RedisServer
+from ._redis import SENDS, RedisServer, counting
 from ._redis_worker import MESSAGES, TABLE
 from .conftest import KEY_PREFIX
-
-SENDS = {"n": 0}
-
-
-class Counting(redis.Connection):
-    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        SENDS["n"] += 1
-        super().send_packed_command(command, check_health)
-
-
-class ACounting(redis.asyncio.Connection):
-    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        SENDS["n"] += 1
-        await super().send_packed_command(command, check_health)
 
 
 def counted(url: str, **kw: Any) -> RedisStore:
     """A store whose every connection, sync or async, counts what it sends."""
-    store = RedisStore(url, namespace=f"policy_router:trips-{time.monotonic_ns()}", **kw)
-    store._link.client.connection_pool.connection_class = Counting
-    store._link.options["connection_class"] = ACounting
-    return store
+    return counting(RedisStore(url, namespace=f"policy_router:trips-{time.monotonic_ns()}", **kw))
 
 
 POLICIES = [

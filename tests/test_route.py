@@ -64,6 +64,9 @@ def test_repr_hides_secrets_and_route_is_immutable() -> None:
         (("openai/x",), {"num_retries": 3}, "retries are off"),
         (("openai/x",), {"fallbacks": ["y"]}, "router decides fallbacks"),
         (("openai/x",), {"group": ""}, "group must be a non-empty string"),
+        # A table's dict (what PriceTable.from_dict takes) failed at Router() with an
+        # AttributeError deep in pricing.
+        (("openai/x",), {"prices": {"currency": "USD"}}, r"prices must be a PriceTable"),
     ],
 )
 def test_bad_route_is_refused_with_the_field_named(

@@ -193,6 +193,12 @@ class Route:
                 ) from None
             set_(self, "reach_reason", "declared")
             set_(self, "reach_declared", True)
+        if prices is not None and not callable(getattr(prices, "price_for", None)):
+            # Checked by shape: this part may not import the policies' PriceTable.
+            raise ConfigError(
+                f"Route({model!r}).prices must be a PriceTable (PriceTable.from_dict(...), "
+                f"PriceTable.load(path) or PriceTable.from_litellm(...)), got {type(prices).__name__}"
+            )
         set_(self, "prices", prices)
         set_(self, "retry", retry)
         set_(self, "output_limit", output_limit)

@@ -61,6 +61,7 @@ def build(base: str) -> dict[str, Callable[[], Awaitable[Any]]]:
     guarded = Router(routes, budget=Budget("1000000"), breaker=Breaker(), deadline=20.0)
     # Limits no run reaches: every call takes a slot, and settles it to the bill.
     limited = Router(bench_routes(base, rpm=10**9, tpm=10**12))
+    held = Router(bench_routes(base, rpm=10**9), breaker=Breaker(), budget=Budget("1000000"))
     busy = Router(routes, order=Order.LEAST_BUSY)
     observed = Router(routes, observers=[_otel_observer()])
     # opentelemetry-api alone, no SDK: what an installed observer costs where nobody
@@ -100,6 +101,9 @@ def build(base: str) -> dict[str, Callable[[], Awaitable[Any]]]:
             model="g", messages=MESSAGES, max_tokens=64
         ),
         "+ rate limits (rpm, tpm)": lambda: limited.acompletion(
+            model="g", messages=MESSAGES, max_tokens=64
+        ),
+        "+ breaker + budget + rpm": lambda: held.acompletion(
             model="g", messages=MESSAGES, max_tokens=64
         ),
         "order=LEAST_BUSY": lambda: busy.acompletion(model="g", messages=MESSAGES),

@@ -3,14 +3,18 @@
 Run: `.venv/bin/python tests/bench/redis_store.py [calls] [rounds]` (needs redis-server on
 PATH; the script starts its own on a free loopback port, as the tests do).
 Each variant is a router with a budget and a breaker (every call reserves, settles and
-reads or writes health), sync and async, against FakeProvider in a child process. Wall
-time per sequential call and CPU time per call are the medians of interleaved rounds;
-plain `litellm.(a)completion` is measured in the same run for scale.
+reads or writes health), sync and async, against FakeProvider in a child process: in
+memory, on one redis-server, and on a Redis Cluster of three masters (one replica each).
+Wall time per sequential call and CPU time per call are the medians of interleaved rounds;
+plain `litellm.(a)completion` is measured in the same run for scale. First, the round trips
+a healthy call makes to Redis, counted by a connection that counts its sends, for each mix
+of breaker, budget, rpm and tpm, and what they add at a 1 ms network round trip.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import os
 import statistics
@@ -28,16 +32,57 @@ import litellm
 from _fake import KEY, MESSAGES, bench_routes, fake_in_child
 
 from policy_router import Breaker, Budget, InMemoryStore, RedisStore, Router
-from tests._redis import BINARY, WHY_MISSING, RedisServer
+from tests._redis import BINARY, SENDS, WHY_MISSING, RedisServer, counting
+from tests._redis_cluster import RedisClusterServer
 
 
-def routers(base: str, url: str) -> dict[str, Router]:
+def routers(base: str, url: str, cluster_url: str) -> dict[str, Router]:
     routes = bench_routes(base)
     policies: dict[str, Any] = {"budget": Budget("1000000"), "breaker": Breaker()}
     return {
         "in memory": Router(routes, store=InMemoryStore(), **policies),
         "redis": Router(routes, name="bench", store=RedisStore(url), **policies),
+        "cluster": Router(
+            routes, name="bench", store=RedisStore(cluster_url, cluster=True), **policies
+        ),
     }
+
+
+MIXES = {
+    "breaker": {"breaker": True},
+    "breaker + budget": {"breaker": True, "budget": True},
+    "breaker + budget + rpm": {"breaker": True, "budget": True, "rpm": True},
+    "breaker + budget + rpm + tpm": {"breaker": True, "budget": True, "rpm": True, "tpm": True},
+}
+
+
+async def round_trips(base: str, url: str) -> None:
+    """Sends to Redis per healthy call, sync and async, for each mix of policies."""
+    print("Round trips to Redis per healthy call (a counting connection; 20 calls each):")
+    print(f"  {'a call with':<30} {'sync':>5} {'async':>6}   at a 1 ms round trip")
+    for label, mix in MIXES.items():
+        limits = {"rpm": 10**9} if mix.get("rpm") else {}
+        limits |= {"tpm": 10**12} if mix.get("tpm") else {}
+        router = Router(
+            bench_routes(base, **limits),
+            name=f"trips-{time.monotonic_ns()}",
+            store=counting(RedisStore(url)),
+            breaker=Breaker() if mix.get("breaker") else None,
+            budget=Budget("1000000") if mix.get("budget") else None,
+        )
+        kw = {"model": "g", "messages": MESSAGES, "max_tokens": 64}
+        one = functools.partial(router.completion, **kw)
+        await asyncio.to_thread(one)  # connects once
+        SENDS["n"] = 0
+        for _ in range(20):
+            await asyncio.to_thread(one)
+        sync = SENDS["n"] / 20
+        await router.acompletion(**kw)
+        SENDS["n"] = 0
+        for _ in range(20):
+            await router.acompletion(**kw)
+        async_ = SENDS["n"] / 20
+        print(f"  {label:<30} {sync:5.1f} {async_:6.1f}   +{max(sync, async_):.0f} ms a call")
 
 
 async def timed(run: Callable[[], Awaitable[None]]) -> tuple[float, float]:
@@ -49,8 +94,9 @@ async def timed(run: Callable[[], Awaitable[None]]) -> tuple[float, float]:
 
 async def main(calls: int, rounds: int) -> None:
     # One event loop for every variant: redis.asyncio and LiteLLM keep clients per loop.
-    with RedisServer() as server, fake_in_child() as base:
-        rs = routers(base, server.url)
+    with RedisServer() as server, RedisClusterServer() as cluster, fake_in_child() as base:
+        await round_trips(base, server.url)
+        rs = routers(base, server.url, cluster.url)
         kw = {"model": "g", "messages": MESSAGES, "max_tokens": 64}
         plain_kw = {
             "model": "openai/a",
@@ -111,14 +157,15 @@ async def main(calls: int, rounds: int) -> None:
     print(f"  {'variant':<22} {'wall':>10} {'cpu':>10}")
     for n in variants:
         print(f"  {n:<22} {wall[n] * 1e3:7.3f} ms {cpu[n] * 1e3:7.3f} ms")
-    for mode in ("sync ", "async", "burst"):
-        extra_wall = wall[f"{mode} redis"] - wall[f"{mode} in memory"]
-        extra_cpu = cpu[f"{mode} redis"] - cpu[f"{mode} in memory"]
-        ratio = wall[f"{mode} redis"] / wall[f"{mode} in memory"]
-        print(
-            f"  {mode.strip():<5}: Redis adds {extra_wall * 1e3:+.3f} ms wall "
-            f"({ratio:.3f}x in memory), {extra_cpu * 1e3:+.3f} ms CPU per call"
-        )
+    for store in ("redis", "cluster"):
+        for mode in ("sync ", "async", "burst"):
+            extra_wall = wall[f"{mode} {store}"] - wall[f"{mode} in memory"]
+            extra_cpu = cpu[f"{mode} {store}"] - cpu[f"{mode} in memory"]
+            ratio = wall[f"{mode} {store}"] / wall[f"{mode} in memory"]
+            print(
+                f"  {mode.strip():<5}: {store} adds {extra_wall * 1e3:+.3f} ms wall "
+                f"({ratio:.3f}x in memory), {extra_cpu * 1e3:+.3f} ms CPU per call"
+            )
     plain = wall["async plain litellm"]
     print(f"  async with Redis / plain litellm.acompletion: {wall['async redis'] / plain:.3f}x")
 
