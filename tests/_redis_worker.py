@@ -32,9 +32,10 @@ TABLE = {
 }
 
 
-def router(redis_url: str, base_url: str, *, cluster: bool = False, **policies: Any) -> Router:
+def shared_routes(base_url: str, **kw: Any) -> list[Route]:
+    """Routes a and b of group g on the FakeProvider at `base_url`, priced by `TABLE`."""
     table = PriceTable.from_dict(TABLE, name="tests")
-    routes = [
+    return [
         Route(
             f"openai/{m}",
             name=m,
@@ -43,11 +44,33 @@ def router(redis_url: str, base_url: str, *, cluster: bool = False, **policies: 
             api_key=f"sk-test-secret-{m}",
             prices=table,
             capabilities={"streaming": True},
+            **kw,
         )
         for m in ("a", "b")
     ]
+
+
+def shared_policy(base_url: str, name: str, store: dict[str, Any]) -> dict[str, Any]:
+    """A policy file's contents: routes a and b of group g (key from $FAKE_KEY), a breaker
+    that rests a route at its first failure, and `store`."""
+    common = {"api_key": "os.environ/FAKE_KEY", "capabilities": {"streaming": True}}
+    return {
+        "name": name,
+        "store": store,
+        "breaker": {"failures": 1, "cooldown": 60},
+        "groups": {
+            "g": {
+                "routes": [
+                    {"model": f"openai/{m}", "api_base": base_url, **common} for m in ("a", "b")
+                ]
+            }
+        },
+    }
+
+
+def router(redis_url: str, base_url: str, *, cluster: bool = False, **policies: Any) -> Router:
     store = RedisStore(redis_url, cluster=cluster)
-    return Router(routes, name="shared", store=store, **policies)
+    return Router(shared_routes(base_url), name="shared", store=store, **policies)
 
 
 async def answered_or_refused(router: Router, max_tokens: int) -> str:

@@ -15,7 +15,7 @@ import multiprocessing
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -27,16 +27,14 @@ from policy_router import (
     ConfigError,
     Order,
     OverBudgetError,
-    PriceTable,
     RedisStore,
-    Route,
     Router,
 )
 from policy_router.ground.money import Money
 from policy_router.testing import Fail, FakeProvider, Hang, Reply
 
-from ._redis_cluster import RedisClusterServer
-from ._redis_worker import MESSAGES, TABLE, burst
+from ._redis_cluster import Node, RedisClusterServer
+from ._redis_worker import MESSAGES, burst, shared_policy, shared_routes
 from .conftest import KEY_PREFIX
 
 WORST = 50  # micro-dollars: 50 output tokens at 1.00 per million (prompts are free)
@@ -55,26 +53,9 @@ def faulty() -> Iterator[RedisClusterServer]:
         yield server
 
 
-def routes(fake: FakeProvider, **kw: Any) -> list[Route]:
-    table = PriceTable.from_dict(TABLE, name="tests")
-    return [
-        Route(
-            f"openai/{m}",
-            name=m,
-            group="g",
-            api_base=fake.base_url,
-            api_key=f"{KEY_PREFIX}{m}",
-            prices=table,
-            capabilities={"streaming": True},
-            **kw,
-        )
-        for m in ("a", "b")
-    ]
-
-
 def on(cluster: RedisClusterServer, fake: FakeProvider, name: str, **policies: Any) -> Router:
     store = RedisStore(cluster.url, cluster=True, retry_every=0.1, timeout=1.0)
-    return Router(routes(fake, rpm=10_000), name=name, store=store, **policies)
+    return Router(shared_routes(fake.base_url, rpm=10_000), name=name, store=store, **policies)
 
 
 def keys_of(cluster: RedisClusterServer, namespace: str) -> tuple[int, int]:
@@ -206,26 +187,42 @@ def exactly_once(router: Router, caller: Caller, fake: FakeProvider) -> None:
     assert fake.requests() == len(caller.answered)  # a refused call sent nothing
 
 
+def mid_run(
+    cluster: RedisClusterServer,
+    fake: FakeProvider,
+    label: str,
+    fault: Callable[[str], None],
+    timeout: float = 30.0,
+) -> tuple[Router, Caller]:
+    """A router with a budget and a breaker calling on a thread while `fault` (given the
+    router's hash tag) happens to the cluster; returns once 20 more calls were answered."""
+    fake.script("a", *[Hang(0.005, Reply(usage=(3, 50)))] * 5000)
+    name = f"{label}-{time.monotonic_ns()}"
+    router = on(cluster, fake, name, budget=Budget("10.00"), breaker=Breaker())
+    with Caller(router) as caller:
+        caller.wait_for(20)
+        fault(f"{{policy_router:{name}}}")
+        count = len(caller.answered)
+        caller.wait_for(count + 20, timeout)
+    return router, caller
+
+
 @pytest.mark.slow
 def test_the_slot_moved_to_another_master_mid_run(
     faulty: RedisClusterServer, fake: FakeProvider
 ) -> None:
     """The router's slot migrates key by key to another master while calls run (ASK
     during the move, MOVED after): every call is answered or refused, each charged once."""
-    fake.script("a", *[Hang(0.005, Reply(usage=(3, 50)))] * 5000)
-    name = f"moving-{time.monotonic_ns()}"
-    router = on(faulty, fake, name, budget=Budget("10.00"), breaker=Breaker())
-    tag = f"{{policy_router:{name}}}"
-    with Caller(router) as caller:
-        caller.wait_for(20)
+    moved_to: list[Node] = []
+
+    def move(tag: str) -> None:
         source = faulty.owner(tag)
-        target = next(
-            n for n in faulty.nodes if n is not source and faulty.is_master(n)
-        )
+        target = next(n for n in faulty.nodes if n is not source and faulty.is_master(n))
         faulty.move_slot(tag, source, target)
-        count = len(caller.answered)
-        caller.wait_for(count + 20)
-    assert faulty.owner(tag) is target
+        moved_to.append(target)
+
+    router, caller = mid_run(faulty, fake, "moving", move)
+    assert faulty.owner(f"{{{router._now.store.namespace}}}") is moved_to[0]  # type: ignore[attr-defined]
     exactly_once(router, caller, fake)
 
 
@@ -236,18 +233,15 @@ def test_a_master_killed_mid_run_and_started_again(
     """The master holding the router's slot is killed (SIGKILL) while calls run and comes
     back from its append-only file: calls are refused while it is gone (nothing sent), and
     once it answers every call is charged exactly once and nothing stays reserved."""
-    fake.script("a", *[Hang(0.005, Reply(usage=(3, 50)))] * 5000)
-    name = f"killed-{time.monotonic_ns()}"
-    router = on(faulty, fake, name, budget=Budget("10.00"), breaker=Breaker())
-    with Caller(router) as caller:
-        caller.wait_for(20)
-        master = faulty.owner(f"{{policy_router:{name}}}")
+
+    def kill_and_restart(tag: str) -> None:
+        master = faulty.owner(tag)
         master.kill()
         time.sleep(0.3)  # well inside the node timeout: no replica takes over
         master.start()
         faulty.wait_ok()
-        count = len(caller.answered)
-        caller.wait_for(count + 20)
+
+    router, caller = mid_run(faulty, fake, "killed", kill_and_restart)
     assert caller.refused > 0  # it was gone, and the budget failed closed
     exactly_once(router, caller, fake)
 
@@ -258,17 +252,11 @@ def test_a_replica_takes_over_by_a_manual_failover(
 ) -> None:
     """`CLUSTER FAILOVER` on the replica mid-run (it catches up before it takes over): the
     client follows the new master, and every call is charged exactly once."""
-    fake.script("a", *[Hang(0.005, Reply(usage=(3, 50)))] * 5000)
-    name = f"failover-{time.monotonic_ns()}"
-    router = on(faulty, fake, name, budget=Budget("10.00"), breaker=Breaker())
-    tag = f"{{policy_router:{name}}}"
-    with Caller(router) as caller:
-        caller.wait_for(20)
-        master = faulty.owner(tag)
-        replica = faulty.replica_of(master)
-        faulty.fail_over_to(replica, tag)
-        count = len(caller.answered)
-        caller.wait_for(count + 20)
+
+    def fail_over(tag: str) -> None:
+        faulty.fail_over_to(faulty.replica_of(faulty.owner(tag)), tag)
+
+    router, caller = mid_run(faulty, fake, "failover", fail_over)
     exactly_once(router, caller, fake)
 
 
@@ -280,23 +268,18 @@ def test_a_master_killed_for_good_fails_over_on_the_safe_side(
     by itself, and what asynchronous replication may lose stays on the safe side: no call
     is charged twice, and spent + reserved covers every charge (a settle the replica never
     received leaves its larger reservation held)."""
-    fake.script("a", *[Hang(0.005, Reply(usage=(3, 50)))] * 5000)
-    name = f"lost-{time.monotonic_ns()}"
-    router = on(faulty, fake, name, budget=Budget("10.00"), breaker=Breaker())
-    tag = f"{{policy_router:{name}}}"
-    with Caller(router) as caller:
-        caller.wait_for(20)
+
+    def kill(tag: str) -> None:
         master = faulty.owner(tag)
         replica = faulty.replica_of(master)
         master.kill()
         faulty.wait_for_owner(tag, replica, timeout=60)
-        count = len(caller.answered)
-        caller.wait_for(count + 20, timeout=60)
+
+    router, caller = mid_run(faulty, fake, "lost", kill, timeout=60)
     spending = settled(router)
     charged = sum(c.micros for c in caller.answered)
     assert spending.spent.micros <= charged <= spending.spent.micros + spending.reserved.micros
     assert fake.requests() == len(caller.answered)
-
 
 def test_a_config_file_names_a_cluster(
     cluster: RedisClusterServer, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
@@ -305,22 +288,10 @@ def test_a_config_file_names_a_cluster(
     breaker through the cluster; a cluster flag that is not a boolean is refused."""
     monkeypatch.setenv("REDIS_URL", cluster.url)
     monkeypatch.setenv("FAKE_KEY", f"{KEY_PREFIX}config")
-    common = {"api_key": "os.environ/FAKE_KEY", "capabilities": {"streaming": True}}
-    policy = {
-        "name": f"config-{time.monotonic_ns()}",
-        "store": {"redis": "os.environ/REDIS_URL", "cluster": True},
-        "breaker": {"failures": 1, "cooldown": 60},
-        "groups": {
-            "g": {
-                "routes": [
-                    {"model": "openai/a", "api_base": fake.base_url, **common},
-                    {"model": "openai/b", "api_base": fake.base_url, **common},
-                ]
-            }
-        },
-    }
+    store = {"redis": "os.environ/REDIS_URL", "cluster": True}
+    policy = shared_policy(fake.base_url, f"config-{time.monotonic_ns()}", store)
     one, other = Router.from_config(policy), Router.from_config(policy)
-    assert "cluster=True" in repr(one._now.store)  # type: ignore[attr-defined]
+    assert "cluster=True" in repr(one._now.store)
     fake.script("a", Fail(500))
     assert one.route(model="g", messages=MESSAGES).route.name == "openai/b"
     assert set(other.resting()) == {"openai/a"}

@@ -24,7 +24,6 @@ from policy_router import (
     Health,
     ManualClock,
     OverBudgetError,
-    PriceTable,
     RedisStore,
     Route,
     Router,
@@ -35,7 +34,14 @@ from policy_router import (
 from policy_router.testing import Fail, FakeProvider, Hang, Reply
 
 from ._redis import RedisServer
-from ._redis_worker import MESSAGES, TABLE, answered_or_refused, burst, one_call
+from ._redis_worker import (
+    MESSAGES,
+    answered_or_refused,
+    burst,
+    one_call,
+    shared_policy,
+    shared_routes,
+)
 from .conftest import KEY_PREFIX
 
 MAX_TOKENS = 50
@@ -56,19 +62,7 @@ def exact_fake() -> Iterator[FakeProvider]:
 
 
 def routes(fake: FakeProvider) -> list[Route]:
-    table = PriceTable.from_dict(TABLE, name="tests")
-    return [
-        Route(
-            f"openai/{m}",
-            name=m,
-            group="g",
-            api_base=fake.base_url,
-            api_key=f"{KEY_PREFIX}{m}",
-            prices=table,
-            capabilities={"streaming": True},
-        )
-        for m in ("a", "b")
-    ]
+    return shared_routes(fake.base_url)
 
 
 def shared(url: str, fake: FakeProvider, **policies: Any) -> Router:
@@ -330,20 +324,7 @@ def test_a_cancelled_task_leaves_nothing_reserved(url: str, fake: FakeProvider) 
 def test_config_store_key(url: str, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REDIS_URL", url)
     monkeypatch.setenv("FAKE_KEY", f"{KEY_PREFIX}config")
-    common = {"api_key": "os.environ/FAKE_KEY", "capabilities": {"streaming": True}}
-    policy = {
-        "name": "shared",
-        "store": {"redis": "os.environ/REDIS_URL", "timeout": 0.2},
-        "breaker": {"failures": 1, "cooldown": 60},
-        "groups": {
-            "g": {
-                "routes": [
-                    {"model": "openai/a", "api_base": fake.base_url, **common},
-                    {"model": "openai/b", "api_base": fake.base_url, **common},
-                ]
-            }
-        },
-    }
+    policy = shared_policy(fake.base_url, "shared", {"redis": "os.environ/REDIS_URL", "timeout": 0.2})
     one, other = Router.from_config(policy), Router.from_config(policy)
     fake.script("a", Fail(500))
     assert one.route(model="g", messages=MESSAGES).route.name == "openai/b"
