@@ -48,6 +48,9 @@ notebooks: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python tests/bench/overhead.py
+	$(BIN)/python tests/bench/selection.py
+	$(BIN)/python tests/bench/throughput.py
+	$(BIN)/python tests/bench/redis_store.py
 	$(BIN)/python tests/bench/metrics.py
 
 constraints: $(VENV)/.installed-dev

@@ -9,6 +9,7 @@ for a request, asking the budget what it would do without reserving anything.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..ground.money import Money
@@ -31,6 +32,13 @@ Ordering = Callable[[Sequence[Candidate]], Sequence[Candidate]]
 
 def static_skip(candidate: Candidate, needs: Requirements) -> Skip | None:
     """The first of the checks that do not change during a request that stops a route."""
+    skip = _static_skip(candidate, needs)
+    # Named by id here, once per (group, needs): a request then copies it without looking
+    # its route up (a lookup per skip made planning quadratic in the group's size).
+    return None if skip is None else replace(skip, route_id=candidate.route.id)
+
+
+def _static_skip(candidate: Candidate, needs: Requirements) -> Skip | None:
     route, caps = candidate.route, candidate.capabilities
     if not route.enabled:
         return Skip(route.name, Check.ENABLED, "disabled (enabled=False on the route)")

@@ -68,9 +68,7 @@ class Outcomes:
             step = replace(step, group=self.group, journey_id=self.id)
         elif isinstance(step, Skip) and not step.journey_id:
             # A skip may be shared (sifted once per group and needs): this request's copy.
-            step = replace(
-                step, group=self.group, journey_id=self.id, route_id=self._id_of(step.route)
-            )
+            step = step.of_request(self.group, self.id, step.route_id or self._id_of(step.route))
         self._steps.append(step)
         self._emit(step)
 

@@ -131,6 +131,7 @@ class Plan(Outcomes):
         if frame is not None:
             frame(RequestStarted(self.id, group, operation, needs, settings or {}))
         self._candidates = candidates
+        self._ids: dict[str, str] | None = None
         eligible, skips = sifted if sifted is not None else sift(candidates, needs)
         for skip in skips:
             self._record(skip)
@@ -168,7 +169,9 @@ class Plan(Outcomes):
         return self._clock
 
     def _id_of(self, name: str) -> str:
-        return next((c.id for c in self._candidates if c.name == name), name)
+        if self._ids is None:  # built once a request needs it, not for every plan
+            self._ids = {c.name: c.id for c in reversed(self._candidates)}
+        return self._ids.get(name, name)
 
     def _passed_over(self, skip: Skip) -> None:
         self._round.append(skip)

@@ -49,6 +49,14 @@ class Skip:
     journey_id: str = field(default="", compare=False)
     route_id: str = field(default="", compare=False)
 
+    def of_request(self, group: str, journey_id: str, route_id: str) -> Skip:
+        """This skip as one request's: a copy with its context (a static skip is made once
+        per group and needs and copied for every request, so this is on the hot path:
+        `dataclasses.replace` cost ~9 µs a skip, a third of planning a 1,000-route group)."""
+        return Skip(
+            self.route, self.check, self.reason, self.detail, group, journey_id, route_id
+        )
+
     def __str__(self) -> str:
         if self.check is Check.SEND:
             return f"not sent to {self.route} ({self.reason})"

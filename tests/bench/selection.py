@@ -88,9 +88,9 @@ def main() -> None:
                 health=health,
                 sifted=sifted,
             )
-            send = plan.next()
+            send = plan.run(plan.next())
             assert send is not None
-            plan.failed(send, Fault(FaultKind.BAD_REQUEST))
+            plan.run(plan.failed(send, Fault(FaultKind.BAD_REQUEST)))
         per = (time.perf_counter() - started) / reps
         growth = (
             "" if previous is None else f"  ({per / previous[1] * previous[0] / n:.2f}x linear)"
