@@ -31,6 +31,7 @@ from policy_router import (
     StoreLost,
     StoreUnavailableError,
 )
+from policy_router.state.store import StoreCall
 from policy_router.testing import Fail, FakeProvider, Hang, Reply
 
 from ._redis import RedisServer
@@ -487,6 +488,19 @@ def test_writes_held_back_by_an_outage_are_tried_once_more_at_exit() -> None:
         store._link.flush_at_exit()  # what atexit calls; retry_every has not passed
         assert store.pending_writes == 0
         assert store.spend_state("b").spent == 7
+
+
+def test_budget_writes_the_deadline_cut_short_are_made_on_the_next_contact(url: str) -> None:
+    """A settle and a release the request's deadline cut short are handed to `defer`: kept
+    by id and made once Redis is next reached (it raised AttributeError before)."""
+    store = RedisStore(url, namespace=f"policy_router:defer-{time.monotonic_ns()}")
+    assert store.reserve("b", "h1", 10, 100) and store.reserve("b", "h2", 20, 100)
+    store.defer(StoreCall("settle", ("b", "h1", 7), {"measured": True, "bounded": True}, True))
+    store.defer(StoreCall("release", ("b", "h2"), write=True))
+    assert store.pending_writes == 2
+    state = store.spend_state("b")  # the next contact writes them first
+    assert store.pending_writes == 0
+    assert (state.spent, state.reserved, state.calls, state.holding) == (7, 0, 1, 0)
 
 
 def test_reservations_left_by_a_killed_process_can_be_dropped(url: str) -> None:
