@@ -297,3 +297,34 @@ def test_a_config_file_names_a_cluster(
     assert set(other.resting()) == {"openai/a"}
     with pytest.raises(ConfigError, match="cluster"):
         Router.from_config({**policy, "store": {"redis": "os.environ/REDIS_URL", "cluster": "maybe"}})
+
+
+def test_a_cluster_unreachable_when_the_router_is_built_fails_closed(
+    fake: FakeProvider,
+) -> None:
+    """No node answers (the client reads the topology when it is made): the store is still
+    built, a budgeted call is refused before anything is sent, a call without a budget goes
+    on with this process's health, and the password appears in no message."""
+    url = "redis://:cluster-secret-pw@127.0.0.1:1/0"
+    told: list[object] = []
+    budgeted = Router(
+        shared_routes(fake.base_url),
+        name=f"down-{time.monotonic_ns()}",
+        store=RedisStore(url, cluster=True, retry_every=0.05, timeout=0.2),
+        budget=Budget("1.00"),
+        observers=[told.append],
+    )
+    with pytest.raises(OverBudgetError, match="budget store unreachable") as refused:
+        budgeted.completion(model="g", messages=MESSAGES, max_tokens=50)
+    assert fake.requests() == 0
+    free = Router(
+        shared_routes(fake.base_url),
+        name=f"down-free-{time.monotonic_ns()}",
+        store=RedisStore(url, cluster=True, retry_every=0.05, timeout=0.2),
+        breaker=Breaker(),
+    )
+    assert free.completion(model="g", messages=MESSAGES).choices[0].message.content
+    shown = " ".join([str(refused.value), repr(budgeted._now.store), *map(repr, told)])
+    assert "cluster-secret-pw" not in shown and "StoreLost" in shown
+    budgeted.close()
+    free.close()

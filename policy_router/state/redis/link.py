@@ -68,19 +68,11 @@ class Link:
         # is the longest one command waits (redis-py's default retries timeouts too, which
         # doubled it). Every write is idempotent by id, so a retried one that had in fact
         # run changes nothing.
-        if cluster:
-            # A cluster client follows MOVED and ASK itself and, after a node failed, reads
-            # the topology again before the next call; it retries nothing else, timeouts
-            # included (its default retries every error ten times).
-            from redis.cluster import RedisCluster
-
-            self.client: _Client = RedisCluster.from_url(
-                url,
-                retry=Retry(NoBackoff(), 0),
-                connection_pool_class=redis.BlockingConnectionPool,
-                **_per_node(options),
-            )
-        else:
+        # A cluster client reads the topology when it is made, so it is made at the first
+        # call (`_sync`): an unreachable cluster is then an outage like any other, not an
+        # error out of the constructor.
+        self.client: _Client = None
+        if not cluster:
             self.client = redis.Redis(
                 connection_pool=redis.BlockingConnectionPool.from_url(
                     url, retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)), **options
@@ -100,6 +92,7 @@ class Link:
             redis.ConnectionError,
             redis.TimeoutError,
             OSError,
+            redis.exceptions.RedisClusterException,  # no node could be reached
             redis.exceptions.ClusterError,
             redis.exceptions.ClusterDownError,
             redis.exceptions.TryAgainError,
@@ -143,14 +136,33 @@ class Link:
             self._aclients[loop] = client
         return client
 
+    def _sync(self) -> _Client:
+        if self.client is None:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.cluster import RedisCluster
+            from redis.retry import Retry
+
+            # It follows MOVED and ASK itself and, after a node failed, reads the topology
+            # again before the next call; it retries nothing else, timeouts included (its
+            # default retries every error ten times).
+            self.client = RedisCluster.from_url(
+                self.url,
+                retry=Retry(NoBackoff(), 0),
+                connection_pool_class=redis.BlockingConnectionPool,
+                **_per_node(self.options),
+            )
+        return self.client
+
     def run(self, op: Callable[[_Client], T]) -> T:
         """Run `op` against Redis, or raise StoreUnavailableError without waiting when
         Redis was found unreachable less than `retry_every` seconds ago."""
         self._guard()
         try:
+            client = self._sync()
             if self.backlog:
                 self._flush()
-            result = op(self.client)
+            result = op(client)
         except self.outage as error:
             self._lost(error)
             raise self._unavailable() from None
@@ -237,6 +249,8 @@ class Link:
     def close(self) -> None:
         """Write the backlog (one try, as at exit), then close the sync pool."""
         self.flush_at_exit()
+        if self.client is None:
+            return  # a cluster never reached
         # A client given its pool leaves the pool open on close(): disconnect it here.
         self.client.close()
         if not self.cluster:
