@@ -66,8 +66,7 @@ class Gate:
         self.rates = rates
         self.ledger = ledger
         self.facts = facts
-        # Whether the store admits and settles an attempt in one operation each.
-        self.at_once = hasattr(store, "admit") and hasattr(store, "conclude")
+        self.at_once = _at_once(type(store))
 
     def admit(self, candidate: Candidate, at: float, token: str) -> Steps[Admitted | Skip]:
         """Admit `candidate` to be sent at `at` (a retry is checked as of when it will be
@@ -265,6 +264,18 @@ class Gate:
         """Release the attempt's hold: nothing was billed."""
         if held is not None and self.ledger is not None:
             yield from self.ledger.release(held)
+
+
+_AT_ONCE: dict[type, bool] = {}
+
+
+def _at_once(kind: type) -> bool:
+    """Whether stores of this kind admit and settle an attempt in one operation each
+    (asked once per kind, not for every request's gate)."""
+    found = _AT_ONCE.get(kind)
+    if found is None:
+        found = _AT_ONCE[kind] = hasattr(kind, "admit") and hasattr(kind, "conclude")
+    return found
 
 
 @dataclass(frozen=True, slots=True)

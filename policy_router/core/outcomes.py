@@ -22,6 +22,7 @@ from ..ground.money import Money, Usage
 from ..ground.outcome import Fault, FaultKind
 from ..ground.records import Check, Skip
 from ..ground.route import Route
+from ..policies import continuity
 from ..policies.candidate import Candidate
 from ..state.store import Steps
 from .gate import Gate, Send
@@ -79,9 +80,11 @@ class Outcomes:
         *,
         final: bool = True,
         model: str | None = None,
+        made: str | None = None,
     ) -> Steps[None]:
         """The route answered. For a stream (`final=False`) its first chunk arrived, and
-        its cost is settled later by `finished`.
+        its cost is settled later by `finished`. `made` is the answer's id: a Responses
+        answer is remembered as the route's, which continues it (`policies.continuity`).
 
         An answer LiteLLM made itself (`send.wire.local`: a mock, its cache) was never
         sent: it costs nothing, takes no rate slot and tells the breaker nothing."""
@@ -96,6 +99,8 @@ class Outcomes:
         cost = None
         if final and not here:
             cost = yield from self._gate.conclude(send, usage, self._billed(send, usage))
+        if final and self.operation == "responses":
+            yield from continuity.remember(made, send.route)
         elapsed = self._since(send)
         if self._on_result is not None:
             self._on_result(send.route.id, "answered", elapsed)

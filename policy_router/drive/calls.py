@@ -10,9 +10,8 @@ from ..core.gate import Send
 from ..core.journey import Routed
 from ..core.plan import Plan
 from ..endpoints import Endpoint
-from ..policies import continuity
 from . import transport
-from .loops import adrive, drive, step
+from .loops import adrive, drive
 from .stream import StreamRestart, astream, stream
 
 __all__ = ["acall", "call", "finish"]
@@ -31,8 +30,6 @@ def call(
         return transport.send(spec.function, kwargs, plan, send)
 
     response, send = drive(plan, open_, usage=spec.usage)
-    if spec.name == "responses":  # the route that made it continues it (policies.continuity)
-        plan.run(continuity.remember(getattr(response, "id", None), send.route), bounded=False)
     return finish(response, send, plan)
 
 
@@ -47,8 +44,6 @@ async def acall(
         return await transport.asend(spec.afunction, kwargs, plan, send)
 
     response, send = await adrive(plan, open_, usage=spec.usage)
-    if spec.name == "responses":
-        await step(plan, continuity.remember(getattr(response, "id", None), send.route), bounded=False)
     return finish(response, send, plan)
 
 

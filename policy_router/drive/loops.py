@@ -217,7 +217,9 @@ def _answered(plan: Plan, send: Send, result: Any, final: bool, usage: Usage) ->
     send.wire.cached = reading.cache_hit(result)
     if not final:
         return plan.answered(send, None, final=False)
-    return plan.answered(send, usage(result), final=True, model=reading.model_of(result))
+    return plan.answered(
+        send, usage(result), final=True, model=reading.model_of(result), made=reading.id_of(result)
+    )
 
 
 _DEADLINE = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")

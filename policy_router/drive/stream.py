@@ -265,6 +265,19 @@ def _stream_kwargs(
     return {**kwargs, "stream_options": {**options, "include_usage": True}}, True
 
 
+def _tap(source: Any, shape: StreamShape) -> None:
+    """Let the endpoint's failure events through to the first chunk's reader."""
+    if shape.failure_events:
+        stream_events.tap(source)
+
+
+def _real(first: Any, shape: StreamShape, send: Send) -> Any:
+    """The first chunk, unless the stream ended before one or LiteLLM made it up."""
+    if first is None or shape.hollow(first):
+        raise failures.stream_cut_error(send.route, "")
+    return first
+
+
 def stream(
     plan: Plan,
     endpoint: Endpoint,
@@ -280,16 +293,13 @@ def stream(
     def open_stream(send: Send) -> Opened:
         call_kwargs, strip = _stream_kwargs(kwargs, send, shape, plan.observed)
         source = transport.send(endpoint.function, call_kwargs, plan, send)
-        if shape.failure_events:
-            stream_events.tap(source)
+        _tap(source, shape)
         iterator = iter(source)
         try:
             first = next(iterator, None)
         except Exception as exc:
             raise stream_events.typed(source, exc, send.route) from exc
-        if first is None or shape.hollow(first):
-            raise failures.stream_cut_error(send.route, "")
-        return source, iterator, first, strip
+        return source, iterator, _real(first, shape, send), strip
 
     opened, send = drive(plan, open_stream, final=False)
     routed = RoutedStream(
@@ -318,16 +328,13 @@ async def astream(
     async def open_stream(send: Send) -> Opened:
         call_kwargs, strip = _stream_kwargs(kwargs, send, shape, plan.observed)
         source = await transport.asend(endpoint.afunction, call_kwargs, plan, send)
-        if shape.failure_events:
-            stream_events.tap(source)
+        _tap(source, shape)
         iterator = source.__aiter__()
         try:
             first = await anext(iterator, None)
         except Exception as exc:
             raise stream_events.typed(source, exc, send.route) from exc
-        if first is None or shape.hollow(first):
-            raise failures.stream_cut_error(send.route, "")
-        return source, iterator, first, strip
+        return source, iterator, _real(first, shape, send), strip
 
     opened, send = await adrive(plan, open_stream, final=False)
     routed = AsyncRoutedStream(

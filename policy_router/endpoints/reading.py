@@ -8,7 +8,7 @@ from typing import Any
 
 from ..ground.money import Usage
 
-__all__ = ["cache_hit", "is_hollow_first_chunk", "model_of", "usage_of"]
+__all__ = ["cache_hit", "id_of", "is_hollow_first_chunk", "model_of", "usage_of"]
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -86,3 +86,9 @@ def model_of(response: Any) -> str | None:
     """The model a response says answered it (`gpt-4o-mini-2024-07-18`), if it says."""
     model = _field(response, "model")
     return model if isinstance(model, str) and model else None
+
+
+def id_of(response: Any) -> str | None:
+    """The id a response says it has (`resp_...`), if it says."""
+    made = _field(response, "id")
+    return made if isinstance(made, str) and made else None
