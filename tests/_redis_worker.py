@@ -80,6 +80,10 @@ async def answered_or_refused(router: Router, max_tokens: int) -> str:
         return "answered"
     except OverBudgetError:
         return "refused"
+    except Exception as error:  # named in the test's failure, not lost to pickling
+        import traceback
+
+        return "".join(traceback.format_exception(error)[-6:])
 
 
 def burst(
