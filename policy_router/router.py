@@ -19,11 +19,10 @@ from .config.assembly import Assembly, assemble
 from .config.changes import Changes, Reconfigured, diff, forgotten
 from .config.inspection import Inspection
 from .core.journey import Explanation, Routed
-from .core.plan import Plan
 from .drive import calls
+from .drive.express import Call
 from .drive.face import LiteLLMFace
 from .drive.stream import StreamRestart
-from .endpoints import Endpoint
 from .endpoints import endpoint as endpoint_named
 from .ground.clock import Clock
 from .ground.errors import ConfigError, RouterClosedError
@@ -298,15 +297,23 @@ class Router(LiteLLMFace, Inspection):
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> Routed[Any]:
         now = self._now  # read once: the request keeps this configuration to its end
-        spec, plan, call_kwargs = self._planned(now, endpoint, model, messages, kwargs)
-        return calls.call(plan, spec, call_kwargs, now.restart, now.on_restart)
+        call = self._prepared(now, endpoint, model, messages, kwargs)
+        lane = now.planner.lane(call)
+        if lane is not None:
+            return lane.call(call, now.planner.build, now.restart, now.on_restart)
+        plan = now.planner.build(call)
+        return calls.call(plan, call.endpoint, call.call_kwargs, now.restart, now.on_restart)
 
     async def _aroute(
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> Routed[Any]:
         now = self._now
-        spec, plan, call_kwargs = self._planned(now, endpoint, model, messages, kwargs)
-        return await calls.acall(plan, spec, call_kwargs, now.restart, now.on_restart)
+        call = self._prepared(now, endpoint, model, messages, kwargs)
+        lane = now.planner.lane(call)
+        if lane is not None:
+            return await lane.acall(call, now.planner.build, now.restart, now.on_restart)
+        plan = now.planner.build(call)
+        return await calls.acall(plan, call.endpoint, call.call_kwargs, now.restart, now.on_restart)
 
     def explain(
         self,
@@ -320,12 +327,11 @@ class Router(LiteLLMFace, Inspection):
         self._open()
         return self._now.planner.explain(endpoint_named(endpoint), model, messages, kwargs)
 
-    def _planned(
+    def _prepared(
         self, now: Assembly, name: str, model: str | None, messages: Any, kwargs: dict[str, Any]
-    ) -> tuple[Endpoint, Plan, dict[str, Any]]:
+    ) -> Call:
         self._open()
-        spec = endpoint_named(name)
-        return (spec, *now.planner.plan(spec, model, messages, kwargs))
+        return now.planner.prepare(endpoint_named(name), model, messages, kwargs)
 
     def _repr_html_(self) -> str:
         """A table for notebooks: each route with its reach, capabilities, price, health."""

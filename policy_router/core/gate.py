@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..policies.prices import Price
     from ..state.store import Store
 
-__all__ = ["Admitted", "Gate", "Send"]
+__all__ = ["Admitted", "Gate", "Send", "listed_cost"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,10 +212,7 @@ class Gate:
         if held is not None and self.ledger is not None:
             charged, _ = yield from self.ledger.settle(held, usage)
             return charged
-        price, table = candidate.price, candidate.route.prices
-        if price is None or usage is None or table is None:
-            return None
-        return Money(price.cost(usage), table.currency)
+        return listed_cost(candidate, usage)
 
     def conclude(
         self, send: Send, usage: Usage | None, tokens: int | None
@@ -264,6 +261,14 @@ class Gate:
         """Release the attempt's hold: nothing was billed."""
         if held is not None and self.ledger is not None:
             yield from self.ledger.release(held)
+
+
+def listed_cost(candidate: Candidate, usage: Usage | None) -> Money | None:
+    """What `usage` costs at the route's own prices, when it is priced and usage came."""
+    price, table = candidate.price, candidate.route.prices
+    if price is None or usage is None or table is None:
+        return None
+    return Money(price.cost(usage), table.currency)
 
 
 _AT_ONCE: dict[type, bool] = {}

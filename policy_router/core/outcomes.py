@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..policies.limits import RateBook
     from ..policies.retry import Retry
 
-__all__ = ["Outcomes"]
+__all__ = ["Outcomes", "answer"]
 
 _CANCELLED = Fault(FaultKind.TIMEOUT, None, "the caller cancelled the request")
 
@@ -104,20 +104,9 @@ class Outcomes:
         elapsed = self._since(send)
         if self._on_result is not None:
             self._on_result(send.route.id, "answered", elapsed)
-        attempt = Attempt(
-            send.route.name,
-            "answered",
-            elapsed=elapsed,
-            wait=send.wait,
-            cost=cost,
-            usage=usage,
-            streamed=not final,
-            sent=not here,
-            response_model=model,
-            group=self.group,
-            journey_id=self.id,
-            route_id=send.route.id,
-            endpoint=self.operation,
+        attempt = answer(
+            send.route, self.group, self.id, self.operation, elapsed, cost, usage,
+            wait=send.wait, streamed=not final, sent=not here, model=model,
         )
         # A stream's attempt is reported to observers once it ends, complete with its cost.
         if final:
@@ -340,6 +329,38 @@ class Outcomes:
 
     def _billed(self, send: Send, usage: Usage | None) -> int | None:
         return usage.prompt + usage.completion if usage is not None else send.slot_tokens
+
+
+def answer(
+    route: Route,
+    group: str,
+    journey_id: str,
+    endpoint: str,
+    elapsed: float,
+    cost: Money | None,
+    usage: Usage | None,
+    *,
+    wait: float = 0.0,
+    streamed: bool = False,
+    sent: bool = True,
+    model: str | None = None,
+) -> Attempt:
+    """The record of an attempt `route` answered, for request `journey_id` of `group`."""
+    return Attempt(
+        route.name,
+        "answered",
+        elapsed=elapsed,
+        wait=wait,
+        cost=cost,
+        usage=usage,
+        streamed=streamed,
+        sent=sent,
+        response_model=model,
+        group=group,
+        journey_id=journey_id,
+        route_id=route.id,
+        endpoint=endpoint,
+    )
 
 
 def _redacted(send: Send, fault: Fault) -> Fault:

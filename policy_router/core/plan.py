@@ -95,6 +95,7 @@ class Plan(Outcomes):
         secrets: tuple[str, ...] | None = None,
         on_dispatch: Callable[[str, int], None] | None = None,
         continues: str | None = None,
+        id: str | None = None,
     ) -> None:
         self.group = group
         self.operation = operation
@@ -120,7 +121,7 @@ class Plan(Outcomes):
         self._on_dispatch = on_dispatch
         self._rng = rng or _JITTER
         self._started = clock.now()
-        self.id = new_id()
+        self.id = id or new_id()
         self._sends = 0
         self._attempts = 0
         self._ended = False
@@ -158,6 +159,7 @@ class Plan(Outcomes):
         self._stop: Fault | None = None
         self._last_fault: Fault | None = None
         self.expired = False
+        self._adopted: Send | None = None
 
     @property
     def observed(self) -> bool:
@@ -177,6 +179,20 @@ class Plan(Outcomes):
         self._round.append(skip)
         self._record(skip)
 
+    def adopt(self, send: Send) -> None:
+        """Take `send` as this request's first attempt, already admitted and sent: the
+        express lane (`drive.express`) sent it to the plan's first route, admitted as the
+        gate admits a closed record (nothing held, no probe, no slot), under the token
+        `f"{id}.1"`. The next `next()` returns it, so a driver tells the plan its outcome
+        as for any attempt the plan made."""
+        candidate, _, _ = self._queue.popleft()
+        if candidate is not send.candidate or send.token != f"{self.id}.1":
+            raise ValueError("adopt() takes the express lane's send to the plan's first route")
+        self._sends = self._attempts = 1
+        self._tried_in_round = True
+        self._started = min(self._started, send.started)  # the request began with the send
+        self._adopted = send
+
     # -- what to do next -------------------------------------------------------------------
     def run(self, steps: Steps[T], *, bounded: bool = True) -> T:
         """Run one of this plan's steps against its store, in this thread; waits on a
@@ -193,6 +209,9 @@ class Plan(Outcomes):
         the deadline passes while the store is being asked, the request expires: what the
         attempt may have claimed is given back, deferred to the store.
         """
+        if self._adopted is not None:
+            adopted, self._adopted = self._adopted, None
+            return adopted
         if self._answered is not None or self._stop is not None or self.expired:
             return None
         try:

@@ -14,12 +14,14 @@ from typing import Any
 
 from ..ground.deadline import check_seconds, check_timeout
 from ..ground.errors import ConfigError
+from ..policies.retry import Retry
 
 __all__ = [
     "REFUSED_KWARGS",
     "check_call",
     "check_messages",
     "check_policies",
+    "check_policies_of",
     "check_texts",
     "conflicts",
     "unset",
@@ -61,6 +63,8 @@ def _count(kwargs: Mapping[str, Any], name: str) -> None:
 
 
 def _text(value: str, where: str) -> None:
+    if value.isascii():  # a flag CPython keeps on every string: no surrogate to look for
+        return
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
@@ -189,3 +193,23 @@ def check_policies(
             "consumer would otherwise receive the failed route's partial text followed by "
             "the next route's whole answer; the callback is told to discard what it had"
         )
+
+
+def check_policies_of(
+    kwargs: Mapping[str, Any], endpoint: str, wait_by_default: bool
+) -> tuple[Retry | None, bool, str | None]:
+    """A call's own `retry=`, `wait_for_capacity=` and (for Responses) the
+    `previous_response_id` it continues, each checked, naming the field and the fix."""
+    retry = kwargs.get("retry")
+    if retry is not None and not isinstance(retry, Retry):
+        raise ConfigError(f"retry must be a Retry, got {type(retry).__name__}")
+    wait = kwargs.get("wait_for_capacity", wait_by_default)
+    if not isinstance(wait, bool):
+        raise ConfigError(f"wait_for_capacity must be True or False, got {wait!r}")
+    previous = kwargs.get("previous_response_id") if endpoint == "responses" else None
+    if previous is not None and (not isinstance(previous, str) or not previous.strip()):
+        raise ConfigError(
+            "previous_response_id must be the id of an earlier response (a non-empty "
+            f"string, as response.id gave it), got {previous!r}"
+        )
+    return retry, wait, previous

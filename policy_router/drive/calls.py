@@ -7,26 +7,50 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.gate import Send
-from ..core.journey import Routed
+from ..core.journey import Journey, Routed
 from ..core.plan import Plan
-from ..endpoints import Endpoint
+from ..endpoints import Endpoint, reading
+from ..ground.route import Route
 from . import transport
 from .loops import adrive, drive
 from .stream import StreamRestart, astream, stream
 
-__all__ = ["acall", "call", "finish"]
+__all__ = ["Sent", "acall", "call", "finish", "stamped"]
 
 OnRestart = Callable[[StreamRestart], None] | None
 
 
+class Sent:
+    """An attempt the express lane already sent, with how it ended: handed to a plan that
+    adopted it (`Plan.adopt`), so the driver tells the plan its outcome as for its own."""
+
+    __slots__ = ("error", "result", "send")
+
+    def __init__(self, send: Send, result: Any = None, error: BaseException | None = None) -> None:
+        self.send, self.result, self.error = send, result, error
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
 def call(
-    plan: Plan, spec: Endpoint, kwargs: dict[str, Any], restart: bool, on_restart: OnRestart
+    plan: Plan,
+    spec: Endpoint,
+    kwargs: dict[str, Any],
+    restart: bool,
+    on_restart: OnRestart,
+    sent: Sent | None = None,
 ) -> Routed[Any]:
-    """Run the planned call: a response, or a `RoutedStream` when `stream=True`."""
+    """Run the planned call: a response, or a `RoutedStream` when `stream=True`. `sent` is
+    an attempt the plan adopted: its outcome is told, not sent again."""
     if kwargs.get("stream"):
         return stream(plan, spec, kwargs, restart=restart, on_restart=on_restart)
 
     def open_(send: Send) -> Any:
+        if sent is not None and send is sent.send:
+            return sent.outcome()
         return transport.send(spec.function, kwargs, plan, send)
 
     response, send = drive(plan, open_, usage=spec.usage)
@@ -34,13 +58,20 @@ def call(
 
 
 async def acall(
-    plan: Plan, spec: Endpoint, kwargs: dict[str, Any], restart: bool, on_restart: OnRestart
+    plan: Plan,
+    spec: Endpoint,
+    kwargs: dict[str, Any],
+    restart: bool,
+    on_restart: OnRestart,
+    sent: Sent | None = None,
 ) -> Routed[Any]:
     """The async twin of `call`."""
     if kwargs.get("stream"):
         return await astream(plan, spec, kwargs, restart=restart, on_restart=on_restart)
 
     async def open_(send: Send) -> Any:
+        if sent is not None and send is sent.send:
+            return sent.outcome()
         return await transport.asend(spec.afunction, kwargs, plan, send)
 
     response, send = await adrive(plan, open_, usage=spec.usage)
@@ -49,10 +80,18 @@ async def acall(
 
 def finish(response: Any, send: Send, plan: Plan) -> Routed[Any]:
     """The answer with the journey in its `_hidden_params`, where LiteLLM keeps its own."""
-    journey = plan.journey
-    hidden = getattr(response, "_hidden_params", None)
+    return stamped(response, send.route, plan.journey)
+
+
+def stamped(
+    response: Any, route: Route, journey: Journey, hidden: Any = None
+) -> Routed[Any]:
+    """`response` with `journey` in its `_hidden_params` (`hidden`, when already read),
+    paired with the route and journey."""
+    if hidden is None:
+        hidden = reading.hidden_of(response)
     if isinstance(hidden, dict):
         hidden["policy_router"] = journey
     elif hidden is not None:  # a text completion's HiddenParams model (extra fields allowed)
         hidden.policy_router = journey
-    return Routed(response, send.route, journey)
+    return Routed(response, route, journey)

@@ -16,13 +16,11 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cachetools import LRUCache
-
 from ..core.checks import explain, sift
 from ..core.events import request_attributes
 from ..core.journey import Explanation
 from ..core.plan import Plan
-from ..core.validate import check_call, unset
+from ..core.validate import REFUSED_KWARGS, check_call, check_policies_of, conflicts
 from ..endpoints import Endpoint
 from ..ground.clock import Clock
 from ..ground.deadline import Deadline
@@ -54,13 +52,19 @@ from ..policies.requirements import Requirements
 from ..policies.retry import Retry
 from ..state.store import Store
 from . import model_info, settings
+from .express import Call, Lane
 
-__all__ = ["POLICY_KWARGS", "Planner"]
+__all__ = ["POLICY_KWARGS", "Call", "Planner"]
 
 _ON_DEVICE = Requirements(on_device=True)
 
 # Keywords the router takes out of a call before LiteLLM sees it.
 POLICY_KWARGS = ("on_device", "needs", "deadline", "retry", "wait_for_capacity")
+_TAKEN = frozenset((*POLICY_KWARGS, *REFUSED_KWARGS))
+
+_SIFTED = 1024  # (group, needs) pairs kept sifted
+
+Sifted = tuple[Sequence[Candidate], Sequence[Skip]]
 
 
 class Planner:
@@ -119,9 +123,21 @@ class Planner:
             g: tuple(sorted({x for c in cs for x in c.route.secrets}, key=len, reverse=True))
             for g, cs in self.groups.items()
         }
-        self._sifted: LRUCache[
-            tuple[str, Requirements], tuple[Sequence[Candidate], Sequence[Skip]]
-        ] = LRUCache(maxsize=1024)
+        # Per (group, needs): the group's routes sifted by those needs, and the express
+        # lane when calls with them may take it. A plain dict (a hit is one lookup), emptied
+        # when it outgrows _SIFTED: what it holds is recomputed from the routes at once.
+        self._sifted: dict[tuple[str, Requirements], tuple[Sifted, Lane | None]] = {}
+        # Groups whose calls may take the express lane (`lane`): nothing of theirs is held
+        # or ordered per request, and the store answers in this process.
+        self._express = {
+            g
+            for g in self.groups
+            if ledger is None
+            and frame is None
+            and not store.remote
+            and g not in self._limited
+            and self.order_of(g) is Order.AS_LISTED
+        }
 
     def carry_turns(self, previous: Planner) -> None:
         """Each group whose routes are those of `previous` (by id, in order) keeps its
@@ -238,37 +254,76 @@ class Planner:
         self, endpoint: Endpoint, model: str | None, messages: Any, kwargs: Mapping[str, Any]
     ) -> tuple[Plan, dict[str, Any]]:
         """One call's plan, and the keyword arguments LiteLLM is to get."""
+        call = self.prepare(endpoint, model, messages, kwargs)
+        return self.build(call), call.call_kwargs
+
+    def prepare(
+        self, endpoint: Endpoint, model: str | None, messages: Any, kwargs: Mapping[str, Any]
+    ) -> Call:
+        """The call read and checked: its group, what it needs, what LiteLLM is to get.
+        Every argument error is raised here, before anything is sent or held."""
         kwargs = _with_messages(endpoint, messages, kwargs)
         settings.check_globals()
         group, candidates = self.group(model)
         needs = self.needs(endpoint, kwargs)
-        call_kwargs = {k: v for k, v in unset(kwargs).items() if k not in POLICY_KWARGS}
-        facts = self.facts(endpoint, group, call_kwargs)
-        seconds = kwargs.get("deadline", self._deadline)
-        timeout = call_kwargs.get("timeout")
+        # The router's own keywords out, and refused ones passed unset (`validate.unset`).
+        call_kwargs = {
+            k: v
+            for k, v in kwargs.items()
+            if k not in _TAKEN or (k not in POLICY_KWARGS and conflicts(k, v))
+        }
+        retry, wait, previous = check_policies_of(kwargs, endpoint.name, self._wait)
         key = (group, needs)
-        sifted = self._sifted.get(key)
-        if sifted is None:
-            sifted = self._sifted[key] = sift(candidates, needs)
+        entry = self._sifted.get(key)
+        if entry is None:
+            entry = self._sift(key, candidates)
+        timeout = call_kwargs.get("timeout")
+        return Call(
+            endpoint, group, candidates, needs, call_kwargs, entry[0],
+            kwargs.get("deadline", self._deadline),
+            float(timeout) if isinstance(timeout, int | float) else None,
+            retry, wait, previous, entry[1],
+        )
+
+    def _sift(
+        self, key: tuple[str, Requirements], candidates: Sequence[Candidate]
+    ) -> tuple[Sifted, Lane | None]:
+        group, needs = key
+        eligible, skips = sifted = sift(candidates, needs)
+        lane = None
+        if group in self._express and eligible and not skips:
+            lane = Lane(eligible[0], self.health, self.store, self._clock, self._emit)
+        if len(self._sifted) >= _SIFTED:
+            self._sifted.clear()
+        entry = self._sifted[key] = (sifted, lane)
+        return entry
+
+    def lane(self, call: Call) -> Lane | None:
+        """The express lane for `call` (see `drive.express`), or None when the call needs
+        the whole plan: a budget, rate limits, an ordering, a deadline, a stream, an
+        observer that frames requests, a store not in this process, a route skipped."""
+        if (
+            call.lane is None
+            or call.seconds
+            or call.previous is not None
+            or call.endpoint.name == "responses"
+            or call.call_kwargs.get("stream")
+        ):
+            return None
+        return call.lane
+
+    def build(self, call: Call, id: str | None = None) -> Plan:
+        """The call's plan (with `id`, the request's id the express lane gave it)."""
+        endpoint, group, needs, call_kwargs = call.endpoint, call.group, call.needs, call.call_kwargs
+        facts = self.facts(endpoint, group, call_kwargs)
+        seconds, retry = call.seconds, call.retry
         ordering, by_health = self._ordering(group, facts, endpoint, needs)
         order = self.order_of(group)
-        retry = kwargs.get("retry")
-        if retry is not None and not isinstance(retry, Retry):
-            raise ConfigError(f"retry must be a Retry, got {type(retry).__name__}")
-        wait = kwargs.get("wait_for_capacity", self._wait)
-        if not isinstance(wait, bool):
-            raise ConfigError(f"wait_for_capacity must be True or False, got {wait!r}")
-        previous = call_kwargs.get("previous_response_id") if endpoint.name == "responses" else None
-        if previous is not None and (not isinstance(previous, str) or not previous.strip()):
-            raise ConfigError(
-                "previous_response_id must be the id of an earlier response (a non-empty "
-                f"string, as response.id gave it), got {previous!r}"
-            )
-        plan = Plan(
+        return Plan(
             group,
-            candidates,
+            call.candidates,
             needs,
-            sifted=sifted,
+            sifted=call.sifted,
             clock=self._clock,
             ordering=ordering,
             by_health=by_health,
@@ -277,21 +332,21 @@ class Planner:
             health=self.health,
             retry=self._retry_for if retry is None else (lambda _route: retry),
             deadline=Deadline(self._clock.now(), seconds, self._clock) if seconds else None,
-            timeout=float(timeout) if isinstance(timeout, int | float) else None,
+            timeout=call.timeout,
             emit=self._emit,
             on_result=None if isinstance(order, Order) else order.on_result,
             store=self.store,
             rates=self._books.get(group),
             by_windows=BY_WINDOWS.get(order) if isinstance(order, Order) else None,
-            wait_for_capacity=wait,
+            wait_for_capacity=call.wait,
             operation=endpoint.name,
             settings=request_attributes(call_kwargs) if self._frame is not None else None,
             frame=self._frame,
             on_dispatch=self._dispatched(group) if order is not Order.AS_LISTED else None,
             secrets=self._secrets.get(group),
-            continues=previous,
+            continues=call.previous,
+            id=id,
         )
-        return plan, call_kwargs
 
     def explain(
         self, endpoint: Endpoint, model: str | None, messages: Any, kwargs: Mapping[str, Any]

@@ -8,7 +8,15 @@ from typing import Any
 
 from ..ground.money import Usage
 
-__all__ = ["cache_hit", "id_of", "is_hollow_first_chunk", "model_of", "usage_of"]
+__all__ = [
+    "cache_hit",
+    "hidden_of",
+    "hit_in",
+    "id_of",
+    "is_hollow_first_chunk",
+    "model_of",
+    "usage_of",
+]
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -31,13 +39,21 @@ def usage_of(response: Any) -> Usage | None:
     usage = _field(response, "usage")
     if usage is None:
         return None
-    prompt = _field(usage, "prompt_tokens")
-    completion = _field(usage, "completion_tokens")
+    fields = getattr(usage, "__dict__", None)
+    if isinstance(fields, dict) and not fields.get("__pydantic_extra__"):
+        # LiteLLM's `Usage` with no extra fields, read from its own dict: the common reply.
+        prompt, completion = fields.get("prompt_tokens"), fields.get("completion_tokens")
+        details, out = fields.get("prompt_tokens_details"), fields.get("completion_tokens_details")
+        written = fields.get("cache_creation_input_tokens")
+    else:
+        prompt = _field(usage, "prompt_tokens")
+        completion = _field(usage, "completion_tokens")
+        details = _field(usage, "prompt_tokens_details")
+        out = _field(usage, "completion_tokens_details")
+        written = _field(usage, "cache_creation_input_tokens")
     if not isinstance(prompt, int) or not isinstance(completion, int):
         return None
-    details = _field(usage, "prompt_tokens_details")
-    out = _field(usage, "completion_tokens_details")
-    if details is None and out is None and not _field(usage, "cache_creation_input_tokens"):
+    if details is None and out is None and not written:
         return Usage(prompt, completion)  # no cache or reasoning detail: the common reply
     cached = _field(details, "cached_tokens") or _field(usage, "cache_read_input_tokens")
     written = _field(usage, "cache_creation_input_tokens") or _field(
@@ -74,9 +90,26 @@ def is_hollow_first_chunk(chunk: Any) -> bool:
     return True
 
 
+def hidden_of(response: Any) -> Any:
+    """A response's `_hidden_params` (where LiteLLM keeps what it knows of the call), or None.
+
+    A pydantic private attribute is answered by `BaseModel.__getattr__` after the normal
+    lookup fails; read from the private slot first, where LiteLLM's models keep it."""
+    private = getattr(response, "__pydantic_private__", None)
+    if isinstance(private, dict):
+        hidden = private.get("_hidden_params")
+        if hidden is not None:
+            return hidden
+    return getattr(response, "_hidden_params", None)
+
+
 def cache_hit(response: Any) -> bool:
     """True when LiteLLM answered from its own cache (its `_hidden_params` say so)."""
-    hidden = getattr(response, "_hidden_params", None)
+    return hit_in(hidden_of(response))
+
+
+def hit_in(hidden: Any) -> bool:
+    """Whether hidden params (`hidden_of`) say LiteLLM answered from its cache."""
     if isinstance(hidden, dict):
         return hidden.get("cache_hit") is True
     return getattr(hidden, "cache_hit", None) is True

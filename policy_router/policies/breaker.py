@@ -23,7 +23,7 @@ from typing import Literal
 from ..ground.errors import ConfigError
 from ..ground.outcome import Fault, FaultKind
 from ..ground.records import Check, Skip
-from ..state.store import Health, Steps, Store, StoreCall
+from ..state.store import FRESH, Health, Steps, Store, StoreCall
 from .order import Order
 
 __all__ = ["Breaker", "HealthBook", "RestClosed", "RestOpened", "counting_for"]
@@ -85,7 +85,7 @@ class Breaker:
         return replace(h, probing=False) if h.probing else h
 
     def succeeded(self, h: Health) -> Health:
-        return Health() if h != Health() else h
+        return h if h is FRESH or h == FRESH else FRESH
 
     def failed(self, h: Health, fault: Fault, now: float) -> Health:
         """The record after a fault; faults about the request or the work change nothing."""

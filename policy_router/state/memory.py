@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from cachetools import LRUCache, TTLCache
 
 from .admission import Admission, Admitting, Settlement, admit_in_turn, conclude_in_turn
-from .store import Health, SpendState, StoreCall
+from .store import FRESH, Health, SpendState, StoreCall
 from .windows import MemoryWindows, Window
 
 if TYPE_CHECKING:
@@ -134,13 +134,13 @@ class InMemoryStore:
 
     def health(self, route: str) -> Health:
         with self._lock:
-            return self._health.get(route, Health())
+            return self._health.get(route, FRESH)
 
     def update_health(
         self, route: str, change: Callable[[Health], Health], *, token: str = "", op: str = ""
     ) -> Health:
         with self._lock:
-            new = change(self._health.get(route, Health()))
+            new = change(self._health.get(route, FRESH))
             self._health[route] = new
             return new
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .windows import Window
 
 __all__ = [
+    "FRESH",
     "Health",
     "StoreBack",
     "StoreLost",
@@ -123,6 +124,10 @@ class StoreCall:
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     write: bool = False
+
+
+FRESH = Health()
+"""A route's record before anything happened to it (one shared value: records are frozen)."""
 
 
 class StoreDeadline(StoreUnavailableError):

@@ -1,0 +1,260 @@
+"""The express lane: the common call answered in few steps, with the plan's own records.
+
+Every test here runs real calls through FakeProvider. The lane is compared with the plan
+it stands in for: the same calls, with the lane switched off (`Planner.lane` answering
+None), must give the same answers, journeys, health, records and requests received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from policy_router import Breaker, Budget, ManualClock, Order, Route, Router
+from policy_router.core.journey import Attempt
+from policy_router.drive.express import Lane
+from policy_router.drive.planning import Planner
+from policy_router.endpoints import endpoint
+from policy_router.ground.records import Skip
+from policy_router.testing import Drop, Fail, FakeProvider, Refuse, Reply
+
+from .conftest import MESSAGES, fake_route, prices
+
+STEPS = {
+    "ok": Reply("ok", usage=(7, 3)),
+    "500": Fail(500, "upstream broke"),
+    "429": Fail(429, "slow down", retry_after=30),
+    "401": Fail(401, "bad key"),
+    "400": Fail(400, "bad request"),
+    "refuse": Refuse(),
+    "drop": Drop(),
+}
+
+
+def _router(fake: FakeProvider, n: int, breaker: bool, priced: bool) -> Router:
+    table = prices(**{f"x{i}": "1000" for i in range(n)}) if priced else None
+    routes = [fake_route(fake, f"x{i}", prices=table) for i in range(n)]
+    # A clock that stands still: rests and reasons read the same in both runs.
+    return Router(
+        routes,
+        breaker=Breaker(failures=2, cooldown=60) if breaker else None,
+        clock=ManualClock(),
+    )
+
+
+def _step(step: Skip | Attempt | Any) -> tuple[Any, ...]:
+    """A journey step without what differs between two runs (ids, times)."""
+    if isinstance(step, Attempt):
+        return (
+            "attempt", step.route, step.outcome, step.status, step.error, step.then,
+            step.cost, step.usage, step.sent, step.rested, step.route_id, step.endpoint,
+        )
+    if isinstance(step, Skip):
+        return ("skip", step.route, step.check, step.reason, step.route_id)
+    return ("other", type(step).__name__)
+
+
+def _run(
+    fake: FakeProvider,
+    scripts: list[list[str]],
+    calls: int,
+    breaker: bool,
+    priced: bool,
+    use_async: bool,
+) -> dict[str, Any]:
+    fake.reset()
+    for i, script in enumerate(scripts):
+        fake.script(f"x{i}", *(STEPS[s] for s in script))
+    router = _router(fake, len(scripts), breaker, priced)
+    seen: list[Any] = []
+
+    def told(journey: Any, outcome: Any) -> None:
+        assert journey is not None
+        seen.append((outcome, journey.answered_by, [_step(s) for s in journey.steps]))
+
+    def one() -> None:
+        try:
+            routed = router.route(model="g", messages=MESSAGES)
+        except Exception as error:
+            told(getattr(error, "journey", None), type(error).__name__)
+            return
+        assert routed.response._hidden_params["policy_router"] is routed.journey
+        told(routed.journey, routed.response.choices[0].message.content)
+
+    async def aone() -> None:
+        try:
+            routed = await router.aroute(model="g", messages=MESSAGES)
+        except Exception as error:
+            told(getattr(error, "journey", None), type(error).__name__)
+            return
+        assert routed.response._hidden_params["policy_router"] is routed.journey
+        told(routed.journey, routed.response.choices[0].message.content)
+
+    async def all_async() -> None:
+        for _ in range(calls):
+            await aone()
+
+    if use_async:
+        asyncio.run(all_async())
+    else:
+        for _ in range(calls):
+            one()
+    health = {
+        name: (h.state, h.failures, h.probing, h.last_error) for name, h in router.health().items()
+    }
+    # What observers were told, in order (the router's own history of its records).
+    records = [_step(r) for _, r in router._now.history._records]
+    return {
+        "seen": seen,
+        "health": health,
+        "told": records,
+        "received": fake.requests(),
+        "attempts": sum(len([s for s in j if s[0] == "attempt" and s[8]]) for _, _, j in seen),
+    }
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.lists(st.sampled_from(sorted(STEPS)), max_size=4), min_size=1, max_size=3),
+    st.integers(1, 4),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+)
+@example([["500"], []], 2, True, False, False)  # a failure, then the lane's success resets it
+@example([["500", "500"], ["ok"]], 3, True, True, True)  # the first route rests mid-run
+@example([["drop", "ok"], []], 2, True, True, False)
+@example([["401"], ["429"], []], 3, True, False, True)
+@example([["400"], []], 2, False, True, False)  # about the request: it stops
+@example([["refuse"], []], 1, True, False, True)
+# A dropped connection, then a 500: the second error is not chained to the first (a chain
+# would read the 500 as a connection failure).
+@example([["drop"], ["500"]], 1, False, False, False)
+def test_the_lane_gives_what_the_plan_gives(
+    fake: FakeProvider,
+    scripts: list[list[str]],
+    calls: int,
+    breaker: bool,
+    priced: bool,
+    use_async: bool,
+) -> None:
+    """Random fault scripts, breaker or not, priced or not, sync or async, several calls in
+    a row (so a route rests, fails over, answers after failures): with the lane and without
+    it, the same answers, journeys, health, records told, spend, and requests received."""
+    taken: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("call", "acall"):
+            real = getattr(Lane, name)
+            patch.setattr(Lane, name, _spy(real, taken))
+        fast = _run(fake, scripts, calls, breaker, priced, use_async)
+    assert len(taken) == calls  # every call took the lane (a rested first route is planned)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Planner, "lane", lambda self, call: None)
+        planned = _run(fake, scripts, calls, breaker, priced, use_async)
+    assert fast == planned
+    assert fast["received"] == fast["attempts"]  # requests received == attempts counted
+
+
+def _spy(real: Any, taken: list[str]) -> Any:
+    def spied(self: Lane, *args: Any) -> Any:
+        taken.append(self.candidate.name)
+        return real(self, *args)
+
+    return spied
+
+
+def _lane(router: Router, **kwargs: Any) -> Any:
+    planner = router._now.planner
+    call = planner.prepare(endpoint(kwargs.pop("endpoint", "chat")), "g", MESSAGES, kwargs)
+    return planner.lane(call)
+
+
+def test_which_calls_take_the_lane(fake: FakeProvider) -> None:
+    """The common call takes it; anything that holds, orders, frames or bounds a request
+    in time is planned, and so is a group whose first route a request skips."""
+    routes = [fake_route(fake, "a"), fake_route(fake, "b")]
+    plain = Router(routes, breaker=Breaker())
+    assert _lane(plain) is not None
+    assert _lane(plain, temperature=0.2, timeout=5) is not None
+    assert _lane(plain, stream=True) is None
+    assert _lane(plain, deadline=5.0) is None
+    assert _lane(Router(routes, deadline=5.0)) is None
+    assert _lane(Router(routes, budget=Budget("1"))) is None
+    assert _lane(Router(routes, order=Order.CHEAPEST)) is None
+    assert _lane(Router(routes, observers=[lambda record: None])) is None
+    assert _lane(Router([fake_route(fake, "a", rpm=100), fake_route(fake, "b")])) is None
+    # A route skipped for this request (it has no tools): the plan records why.
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    no_tools = Route("openai/n", group="g", api_base=fake.base_url, api_key="sk-test-n",
+                     capabilities={"tools": False})
+    assert _lane(Router([no_tools, *routes]), tools=tools) is None
+
+
+def test_a_resting_first_route_is_planned_and_skipped_with_its_reason(fake: FakeProvider) -> None:
+    """The lane takes nothing from a route that is not closed: the plan skips it, says
+    why, and the next route answers."""
+    fake.script("a", Fail(500), Fail(500))
+    router = Router(
+        [fake_route(fake, "a"), fake_route(fake, "b")], breaker=Breaker(failures=2, cooldown=60)
+    )
+    router.completion(model="g", messages=MESSAGES)
+    router.completion(model="g", messages=MESSAGES)  # a's second failure: it rests
+    routed = router.route(model="g", messages=MESSAGES)
+    assert routed.route.name == "openai/b"
+    assert [type(s).__name__ for s in routed.journey.steps] == ["Skip", "Attempt"]
+    assert "resting" in routed.journey.steps[0].reason
+    assert fake.requests("a") == 2
+
+
+def test_an_answer_litellm_made_itself_costs_nothing_on_the_lane(fake: FakeProvider) -> None:
+    """`mock_response` is answered by LiteLLM without sending: handed to the plan, which
+    bills nothing and tells the breaker nothing."""
+    router = Router([fake_route(fake, "a", prices=prices(a="1000"))], breaker=Breaker())
+    routed = router.route(model="g", messages=MESSAGES, mock_response="mocked")
+    assert routed.response.choices[0].message.content == "mocked"
+    assert routed.journey.attempts == ()
+    assert routed.journey.steps[0].sent is False
+    assert fake.requests() == 0
+
+
+def test_a_cancelled_call_on_the_lane_is_recorded_and_holds_nothing(fake: FakeProvider) -> None:
+    """A task cancelled while the lane's request is out: the plan records the cancelled
+    attempt, the breaker learns nothing, and the route answers the next call."""
+    from policy_router.testing import Hang
+
+    fake.script("a", Hang(5))
+    router = Router([fake_route(fake, "a")], breaker=Breaker(failures=1, cooldown=60))
+    records: list[Any] = []
+
+    async def main() -> None:
+        task = asyncio.ensure_future(router.acompletion(model="g", messages=MESSAGES))
+        while fake.requests("a") == 0:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        records.extend(r for _, r in router._now.history._records)
+        await router.acompletion(model="g", messages=MESSAGES)
+
+    asyncio.run(main())
+    assert [(r.route, r.outcome) for r in records] == [("openai/a", "cancelled")]
+    assert router.resting() == {}
+    assert router.health()["openai/a"].probing is False
+
+
+def test_the_lane_charges_the_routes_price_and_the_journey_adds_up(fake: FakeProvider) -> None:
+    """A priced route answered on the lane: the attempt's cost is its usage at the route's
+    prices, and the journey's cost is that attempt's."""
+    fake.script("a", Reply("ok", usage=(1000, 500)))
+    router = Router([fake_route(fake, "a", prices=prices(a="1000"))], breaker=Breaker())
+    routed = router.route(model="g", messages=MESSAGES)
+    (attempt,) = routed.journey.attempts
+    assert attempt.cost is not None and attempt.cost.micros == 1_500_000  # 1,500 tokens at 1,000 a million
+    assert routed.cost == attempt.cost
+    assert math.isfinite(routed.journey.elapsed)
+    assert routed.journey.id and attempt.journey_id == routed.journey.id
