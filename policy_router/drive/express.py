@@ -151,11 +151,12 @@ class Lane:
     def _answered(
         self, call: Call, id: str, started: float, wire: Wire, result: Any
     ) -> Routed[Any] | None:
-        """The answer's records, as the plan's `answered` makes them; None for an answer
-        LiteLLM made without sending (a mock, its cache), which the plan settles."""
+        """The answer's records, as the plan's `answered` makes them. Only an answer to a
+        request LiteLLM says it handed to the provider is kept here: a mock, its cache, or
+        any answer it made some way nobody listed (None) is the plan's to settle."""
         hidden = reading.hidden_of(result)
         wire.cached = reading.hit_in(hidden)
-        if wire.local:
+        if not wire.left or wire.local:
             return None
         candidate = self.candidate
         usage = call.endpoint.usage(result)
