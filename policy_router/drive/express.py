@@ -10,7 +10,8 @@ queue (`Planner.lane` says which calls may take it).
 
 Anything that is not the common answer goes to the plan, which keeps every rule: a route
 whose record is not closed is planned from scratch (the lane took nothing); a failure, a
-cancellation or an answer LiteLLM made itself is handed to a plan that adopts the attempt
+cancellation, or an answer LiteLLM does not say it sent (a mock, its cache, or any way
+nobody listed) is handed to a plan that adopts the attempt
 as its first (`Plan.adopt`) and goes on from there as for any attempt of its own. The
 records are the plan's: the same `Attempt`, the same breaker write by the same id, the
 same journey.
@@ -101,59 +102,65 @@ class Lane:
 
     def call(self, call: Call, build: Build, restart: bool, on_restart: OnRestart) -> Routed[Any]:
         """Send `call` to the route and return its answer, as `calls.call` would."""
-        started = self.clock.now()
-        if not self.admits(started):
-            return calls.call(build(call, new_id()), call.endpoint, call.call_kwargs, restart, on_restart)
-        id, wire, timeout = new_id(), Wire(), call.timeout
-        result: Any = None
-        error: BaseException | None = None
-        try:
-            result = transport.call(
-                call.endpoint.function, self.candidate.route, call.call_kwargs, call.group,
-                timeout, request_id=id, attempt=1, wire=wire,
-            )
-        except BaseException as caught:
-            error = caught
-        if error is None:
-            routed = self._answered(call, id, started, wire, result)
-            if routed is not None:
-                return routed
+        trip, sent = self._trip(call), None
+        if trip is not None:
+            try:
+                result = transport.call(
+                    call.endpoint.function, self.candidate.route, call.call_kwargs, call.group,
+                    trip.timeout, request_id=trip.id, attempt=1, wire=trip.wire,
+                )
+            except BaseException as error:
+                sent = trip.sent(None, error)
+            else:
+                routed = self._answered(call, trip, result)
+                if routed is not None:
+                    return routed
+                sent = trip.sent(result, None)
         # Outside the except block: what the plan raises next is not chained to this error.
-        plan, sent = self._handoff(call, build, id, started, timeout, wire, result, error)
+        plan = self._plan(call, build, trip, sent)
         return calls.call(plan, call.endpoint, call.call_kwargs, restart, on_restart, sent)
 
     async def acall(
         self, call: Call, build: Build, restart: bool, on_restart: OnRestart
     ) -> Routed[Any]:
-        """The async twin of `call`."""
-        started = self.clock.now()
-        if not self.admits(started):
-            return await calls.acall(
-                build(call, new_id()), call.endpoint, call.call_kwargs, restart, on_restart
-            )
-        id, wire, timeout = new_id(), Wire(), call.timeout
-        result: Any = None
-        error: BaseException | None = None
-        try:
-            result = await transport.acall(
-                call.endpoint.afunction, self.candidate.route, call.call_kwargs, call.group,
-                timeout, request_id=id, attempt=1, wire=wire,
-            )
-        except BaseException as caught:  # a cancellation too: the plan records and re-raises it
-            error = caught
-        if error is None:
-            routed = self._answered(call, id, started, wire, result)
-            if routed is not None:
-                return routed
-        plan, sent = self._handoff(call, build, id, started, timeout, wire, result, error)
+        """The async twin of `call` (a cancellation is handed over too: the plan records
+        it and re-raises it)."""
+        trip, sent = self._trip(call), None
+        if trip is not None:
+            try:
+                result = await transport.acall(
+                    call.endpoint.afunction, self.candidate.route, call.call_kwargs, call.group,
+                    trip.timeout, request_id=trip.id, attempt=1, wire=trip.wire,
+                )
+            except BaseException as error:
+                sent = trip.sent(None, error)
+            else:
+                routed = self._answered(call, trip, result)
+                if routed is not None:
+                    return routed
+                sent = trip.sent(result, None)
+        plan = self._plan(call, build, trip, sent)
         return await calls.acall(plan, call.endpoint, call.call_kwargs, restart, on_restart, sent)
 
-    def _answered(
-        self, call: Call, id: str, started: float, wire: Wire, result: Any
-    ) -> Routed[Any] | None:
+    def _trip(self, call: Call) -> _Trip | None:
+        """The lane's attempt, when the route admits it; None leaves the call to the plan."""
+        started = self.clock.now()
+        if not self.admits(started):
+            return None
+        return _Trip(self.candidate, new_id(), started, call.timeout)
+
+    def _plan(self, call: Call, build: Build, trip: _Trip | None, sent: calls.Sent | None) -> Plan:
+        """The call's plan, holding the lane's attempt as its first when one was sent."""
+        plan = build(call, trip.id if trip is not None else new_id())
+        if sent is not None:
+            plan.adopt(sent.send)
+        return plan
+
+    def _answered(self, call: Call, trip: _Trip, result: Any) -> Routed[Any] | None:
         """The answer's records, as the plan's `answered` makes them. Only an answer to a
         request LiteLLM says it handed to the provider is kept here: a mock, its cache, or
         any answer it made some way nobody listed (None) is the plan's to settle."""
+        wire, id, started = trip.wire, trip.id, trip.started
         hidden = reading.hidden_of(result)
         wire.cached = reading.hit_in(hidden)
         if not wire.left or wire.local:
@@ -177,20 +184,21 @@ class Lane:
         )
         return calls.stamped(result, candidate.route, journey, hidden)
 
-    def _handoff(
-        self,
-        call: Call,
-        build: Build,
-        id: str,
-        started: float,
-        timeout: float | None,
-        wire: Wire,
-        result: Any,
-        error: BaseException | None,
-    ) -> tuple[Plan, calls.Sent]:
-        """The call's plan, holding the attempt the lane made as its first."""
-        plan = build(call, id)
-        send = Send(self.candidate, started, None, 0.0, timeout, 1, False, f"{id}.1", None, 1, wire)
-        plan.adopt(send)
-        return plan, calls.Sent(send, result, error)
 
+class _Trip:
+    """The lane's one attempt: its request id, when it started, its timeout and its wire."""
+
+    __slots__ = ("candidate", "id", "started", "timeout", "wire")
+
+    def __init__(self, candidate: Candidate, id: str, started: float, timeout: float | None) -> None:
+        self.candidate, self.id, self.started, self.timeout = candidate, id, started, timeout
+        self.wire = Wire()
+
+    def sent(self, result: Any, error: BaseException | None) -> calls.Sent:
+        """The attempt as the plan adopts it: admitted as a closed record is (nothing held,
+        no probe, no slot), under the token `{id}.1`, with how it ended."""
+        send = Send(
+            self.candidate, self.started, None, 0.0, self.timeout, 1, False, f"{self.id}.1",
+            None, 1, self.wire,
+        )
+        return calls.Sent(send, result, error)

@@ -250,13 +250,6 @@ class Planner:
     def _retry_for(self, route: Route) -> Retry | None:
         return route.retry if isinstance(route.retry, Retry) else self._retry
 
-    def plan(
-        self, endpoint: Endpoint, model: str | None, messages: Any, kwargs: Mapping[str, Any]
-    ) -> tuple[Plan, dict[str, Any]]:
-        """One call's plan, and the keyword arguments LiteLLM is to get."""
-        call = self.prepare(endpoint, model, messages, kwargs)
-        return self.build(call), call.call_kwargs
-
     def prepare(
         self, endpoint: Endpoint, model: str | None, messages: Any, kwargs: Mapping[str, Any]
     ) -> Call:
@@ -291,7 +284,8 @@ class Planner:
         group, needs = key
         eligible, skips = sifted = sift(candidates, needs)
         lane = None
-        if group in self._express and eligible and not skips:
+        # A Responses call may continue a conversation pinned to its route: planned.
+        if group in self._express and eligible and not skips and needs.endpoint != "responses":
             lane = Lane(eligible[0], self.health, self.store, self._clock, self._emit)
         if len(self._sifted) >= _SIFTED:
             self._sifted.clear()
@@ -302,13 +296,7 @@ class Planner:
         """The express lane for `call` (see `drive.express`), or None when the call needs
         the whole plan: a budget, rate limits, an ordering, a deadline, a stream, an
         observer that frames requests, a store not in this process, a route skipped."""
-        if (
-            call.lane is None
-            or call.seconds
-            or call.previous is not None
-            or call.endpoint.name == "responses"
-            or call.call_kwargs.get("stream")
-        ):
+        if call.lane is None or call.seconds or call.call_kwargs.get("stream"):
             return None
         return call.lane
 
