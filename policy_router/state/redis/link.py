@@ -212,13 +212,18 @@ class Link:
         return result
 
     async def _twice(self, client: _Client, op: Callable[[_Client], Awaitable[T]]) -> T:
-        # redis-py 8.1's async cluster client can hand a task a connection that another
-        # task has just disconnected, and the call fails with "'NoneType' object has no
-        # attribute 'writelines'" (seen in 2 of 4 runs of 8 processes x 100 calls): a
-        # broken connection, tried once more like the standalone client's (every write is
-        # idempotent by id), and an outage if it breaks again.
+        # A broken connection is tried once more, as the standalone client's pool does
+        # (every write is idempotent by id); a timeout never is. Two ways it breaks here:
+        # a connection the node dropped ("Connection lost" while writing, seen under 8
+        # processes x 100 calls on a busy machine), and redis-py 8.1's async cluster client
+        # handing a task a connection another task has just disconnected ("'NoneType'
+        # object has no attribute 'writelines'"). Broken again: an outage.
+        import redis
+
         try:
             return await op(client)
+        except redis.ConnectionError:
+            pass
         except AttributeError as error:
             if "NoneType" not in str(error):
                 raise
