@@ -48,6 +48,7 @@ notebooks: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python tests/bench/overhead.py
+	$(BIN)/python tests/bench/cold.py
 	$(BIN)/python tests/bench/selection.py
 	$(BIN)/python tests/bench/throughput.py
 	$(BIN)/python tests/bench/redis_store.py

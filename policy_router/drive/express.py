@@ -35,7 +35,7 @@ from ..policies.breaker import HealthBook
 from ..policies.candidate import Candidate
 from ..policies.requirements import Requirements
 from ..policies.retry import Retry
-from ..state.store import Store
+from ..state.store import FRESH, Store
 from . import calls, transport
 
 if TYPE_CHECKING:
@@ -168,7 +168,10 @@ class Lane:
         candidate = self.candidate
         usage = call.endpoint.usage(result)
         cost = listed_cost(candidate, usage)
-        if self.book is not None:
+        # A success leaves a fresh record as it is (`Breaker.succeeded`): written only when
+        # the route has something to forget. Read then skipped, it is as if this success
+        # came before whatever the route meets next.
+        if self.book is not None and self.store.health(candidate.id) is not FRESH:
             token = f"{id}.1"
             change, op, made = self.book.succeeding(candidate.id, token, candidate.name)
             self.store.update_health(candidate.id, change, token=token, op=op)

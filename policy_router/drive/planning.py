@@ -51,7 +51,7 @@ from ..policies.order import (
 from ..policies.requirements import Requirements
 from ..policies.retry import Retry
 from ..state.store import Store
-from . import model_info, settings
+from . import model_info, plain, settings
 from .express import Call, Lane
 
 __all__ = ["POLICY_KWARGS", "Call", "Planner"]
@@ -127,6 +127,10 @@ class Planner:
         # lane when calls with them may take it. A plain dict (a hit is one lookup), emptied
         # when it outgrows _SIFTED: what it holds is recomputed from the routes at once.
         self._sifted: dict[tuple[str, Requirements], tuple[Sifted, Lane | None]] = {}
+        # Per model string: what its plain chat calls are planned with (`drive.plain`),
+        # left by its first plain call read in full.
+        self._plain: dict[str, plain.Known] = {}
+        self._plain_needs = Requirements.from_kwargs({"messages": [{"content": ""}]})
         # Groups whose calls may take the express lane (`lane`): nothing of theirs is held
         # or ordered per request, and the store answers in this process.
         self._express = {
@@ -255,6 +259,12 @@ class Planner:
     ) -> Call:
         """The call read and checked: its group, what it needs, what LiteLLM is to get.
         Every argument error is raised here, before anything is sent or held."""
+        if isinstance(model, str) and endpoint.name == "chat":
+            known = self._plain.get(model)
+            if known is not None and plain.is_plain(messages, kwargs):
+                return plain.call_of(
+                    endpoint, model, known, messages, kwargs, self._deadline, self._wait
+                )
         kwargs = _with_messages(endpoint, messages, kwargs)
         settings.check_globals()
         group, candidates = self.group(model)
@@ -270,6 +280,8 @@ class Planner:
         entry = self._sifted.get(key)
         if entry is None:
             entry = self._sift(key, candidates)
+        if needs == self._plain_needs and endpoint.name == "chat" and group == model:
+            self._plain[group] = (candidates, needs, *entry)
         timeout = call_kwargs.get("timeout")
         return Call(
             endpoint, group, candidates, needs, call_kwargs, entry[0],

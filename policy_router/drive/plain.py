@@ -1,0 +1,87 @@
+"""The plain chat call, read in one pass.
+
+Most chat calls are text messages and a few sampling keywords. For such a call every
+check `Planner.prepare` makes passes and every requirement it reads is absent, so what it
+returns depends only on the group: its routes, sifted by the plain chat's needs, and the
+express lane to the first. This module recognises that shape, by an allow-list, and
+builds the `Call` from what the group's first plain call left behind; anything else (a
+keyword not on the list, a content part, a message with more than a role, a name and a
+string, a string that is not ASCII) is read in full by the planner, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..core.validate import check_call
+from ..endpoints import Endpoint
+from ..policies.candidate import Candidate
+from ..policies.requirements import Requirements
+from . import settings
+from .express import Call, Lane
+
+__all__ = ["PLAIN_KWARGS", "Known", "call_of", "is_plain"]
+
+PLAIN_KWARGS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "seed",
+        "user",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        # Counted arguments: checked by the same `check_call` as in the full reading.
+        "max_tokens",
+        "max_completion_tokens",
+        "n",
+    }
+)
+"""Keywords the router reads nothing of beyond `check_call` (LiteLLM gets them as given):
+on this list and no other, a call may be plain."""
+
+_MESSAGE_KEYS = frozenset({"role", "content", "name"})
+
+Known = tuple[tuple[Candidate, ...], Requirements, tuple[Sequence[Any], Sequence[Any]], Lane | None]
+"""What a group's plain chat call is planned with: its routes, the plain chat's needs,
+those routes sifted by them, and the express lane when the group has one."""
+
+
+def is_plain(messages: Any, kwargs: Mapping[str, Any]) -> bool:
+    """Whether a chat call is plain: a non-empty list of dicts, each only a role, a name
+    and ASCII content, and keywords only from `PLAIN_KWARGS`. Anything else is False,
+    and the planner reads the call in full."""
+    if type(messages) is not list or not messages:
+        return False
+    if kwargs and not PLAIN_KWARGS.issuperset(kwargs):
+        return False
+    for m in messages:
+        if type(m) is not dict or not _MESSAGE_KEYS.issuperset(m):
+            return False
+        content = m.get("content")
+        # ASCII text cannot hold a lone surrogate: the one thing the full check reads.
+        if type(content) is not str or not content.isascii():
+            return False
+    return True
+
+
+def call_of(
+    endpoint: Endpoint,
+    group: str,
+    known: Known,
+    messages: list[Any],
+    kwargs: Mapping[str, Any],
+    deadline: float | None,
+    wait: bool,
+) -> Call:
+    """The `Call` the full reading would return for a plain call to `group` (see
+    `is_plain`): LiteLLM's settings and the counted arguments checked as there."""
+    settings.check_globals()
+    if kwargs:
+        check_call(kwargs)
+    candidates, needs, sifted, lane = known
+    return Call(
+        endpoint, group, candidates, needs, {**kwargs, "messages": messages}, sifted,
+        deadline, None, None, wait, None, lane,
+    )
