@@ -318,8 +318,10 @@ def test_explain_and_check_say_how_each_reach_was_decided(fake: FakeProvider) ->
 # -- drop-in exceptions ------------------------------------------------------------------------
 def test_the_deadline_error_is_a_litellm_timeout(fake: FakeProvider) -> None:
     """`except litellm.Timeout:` catches the router's deadline, sync and async."""
-    fake.script("a", Hang(2), Hang(2), Hang(2))
-    router = Router([fake_route(fake, "a")], deadline=0.2)
+    # A model of its own: an abandoned sync call keeps running on its worker and may reach
+    # the provider after this test has ended, where it must not take another test's step.
+    fake.script("hangs", Hang(2), Hang(2), Hang(2))
+    router = Router([fake_route(fake, "hangs")], deadline=0.2)
     with pytest.raises(litellm.Timeout) as caught:
         router.completion(model="g", messages=MESSAGES)
     assert isinstance(caught.value, DeadlineExceededError) and caught.value.journey is not None

@@ -245,6 +245,25 @@ def test_policy_kwargs_never_reach_the_provider(fake: FakeProvider) -> None:
     assert body["max_tokens"] == 5
 
 
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_metadata_dict_reused_for_every_call_is_left_as_passed(
+    fake: FakeProvider, driver: str
+) -> None:
+    """LiteLLM writes into the metadata dict it is given (the answer's hidden params, the
+    journey among them, and timing windows); the router gives it a copy, so the caller's
+    dict stays as passed, and a second call sends nothing of the first."""
+    router = Router([fake_route(fake, "a")])
+    metadata = {"team": "search"}
+    for _ in range(2):
+        if driver == "sync":
+            response = router.completion(model="g", messages=MESSAGES, metadata=metadata)
+        else:
+            response = asyncio.run(router.acompletion(model="g", messages=MESSAGES, metadata=metadata))
+        assert response._hidden_params["policy_router"].answered_by == "openai/a"
+    time.sleep(0.2)  # LiteLLM's success logging runs on its own thread after the return
+    assert metadata == {"team": "search"}
+
+
 def test_one_group_is_the_default_and_a_model_string_reaches_its_route(fake: FakeProvider) -> None:
     """model= may be omitted with one group, and a route's model string reaches that route."""
     router = three(fake)

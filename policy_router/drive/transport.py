@@ -62,8 +62,11 @@ def _kwargs(
     # The route's kwargs are defaults and the call's win, as with LiteLLM's Router
     # (`litellm_params` first, then the call's own). A caller cannot override where the
     # call goes or its credentials: `validate.REFUSED_KWARGS` refuses those.
-    merged = {**route.kwargs, **kwargs}
-    merged.update(model=route.model, num_retries=0, max_retries=NO_RETRIES)
+    merged = route.kwargs.copy()  # the read-only view's own dict, copied in one step
+    merged.update(kwargs)
+    merged["model"] = route.model
+    merged["num_retries"] = 0
+    merged["max_retries"] = NO_RETRIES
     if timeout is not None:
         # The deadline's length caps each attempt's timeout (the route's, the call's, or
         # one made of it).
@@ -79,6 +82,12 @@ def _kwargs(
             merged["timeout"] = min(given, timeout)
         else:
             merged["timeout"] = timeout
+    given = merged.get("metadata")
+    if isinstance(given, dict):
+        # LiteLLM writes into the metadata dict it is given (the answer's hidden params, with
+        # the journey in them, and its timing windows): a copy leaves the caller's as passed,
+        # so a dict reused call after call neither grows nor carries one call into the next.
+        merged["metadata"] = dict(given)
     # Label the call for the user's own LiteLLM callbacks, which see every attempt: the
     # route, the group, the request's id (its journey's) and which attempt of it this is.
     # Only when some are registered: LiteLLM spends ~0.17 ms a call (3%) handling metadata.

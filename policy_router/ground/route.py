@@ -105,7 +105,7 @@ class Route:
     tpm: int | None
     prices: Any
     retry: Any
-    _kwargs: Mapping[str, Any]
+    _kwargs: MappingProxyType[str, Any]
     _capabilities: Mapping[Capability, bool]
     _secrets: tuple[str, ...]
 
@@ -214,7 +214,7 @@ class Route:
         return self.model.split("/", 1)[0] if "/" in self.model else ""
 
     @property
-    def kwargs(self) -> Mapping[str, Any]:
+    def kwargs(self) -> MappingProxyType[str, Any]:
         """The LiteLLM keyword arguments sent with every call on this route (read-only)."""
         return self._kwargs
 

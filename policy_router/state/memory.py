@@ -133,8 +133,8 @@ class InMemoryStore:
             return SpendState(*self._spend.get(budget, ()))
 
     def health(self, route: str) -> Health:
-        with self._lock:
-            return self._health.get(route, FRESH)
+        # One dict read is atomic: no lock (every write replaces a whole record).
+        return self._health.get(route, FRESH)
 
     def update_health(
         self, route: str, change: Callable[[Health], Health], *, token: str = "", op: str = ""
