@@ -346,20 +346,11 @@ def answer(
     model: str | None = None,
 ) -> Attempt:
     """The record of an attempt `route` answered, for request `journey_id` of `group`."""
+    # Every field by position (the field order of `Attempt`): one call per answered
+    # request, on the path where matching keywords to parameters shows.
     return Attempt(
-        route.name,
-        "answered",
-        elapsed=elapsed,
-        wait=wait,
-        cost=cost,
-        usage=usage,
-        streamed=streamed,
-        sent=sent,
-        response_model=model,
-        group=group,
-        journey_id=journey_id,
-        route_id=route.id,
-        endpoint=endpoint,
+        route.name, "answered", None, "", elapsed, wait, "returned", cost, usage, streamed,
+        sent, model, group, journey_id, 0.0, route.id, endpoint, None,
     )
 
 

@@ -36,6 +36,10 @@ __all__ = [
 Observer = Callable[[object], None]
 
 
+# A tuple, not `Skip | Attempt | Waited`: the union is built anew at every call.
+_STEPS = (Skip, Attempt, Waited)
+
+
 class LogObserver:
     """Loguru lines: a route's first rest of an outage at WARNING with the provider's own
     error text, later rests and every skip, attempt or wait for capacity at DEBUG (with the
@@ -43,7 +47,7 @@ class LogObserver:
 
     def __call__(self, record: object) -> None:
         log = logger
-        if isinstance(record, Skip | Attempt | Waited):  # the common record first
+        if isinstance(record, _STEPS):  # the common record first
             log.debug("policy_router: [{}] {}", record.journey_id, record)
         elif isinstance(record, RestOpened):
             if record.first:

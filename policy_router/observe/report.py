@@ -255,7 +255,7 @@ class History:
         self._records: deque[tuple[float, Attempt | Skip]] = deque(maxlen=size)
 
     def __call__(self, record: object) -> None:
-        if isinstance(record, Attempt | Skip):
+        if isinstance(record, (Attempt, Skip)):  # a tuple: a union is built at every call
             self._records.append((time.time(), record))
 
     def report(self, since: float | None = None) -> Report:
