@@ -124,7 +124,7 @@ def test_every_keyword_of_litellm_and_one_nobody_listed_is_read_as_in_full(value
     """Each keyword of LiteLLM's whole space, and one nobody listed, on an otherwise plain
     call: the same `Call` or the same refusal as the full reading."""
     for router in ROUTERS:
-        for key in [*_KNOWN, "x_nobody_listed"]:
+        for key in [*_KNOWN, "stream", "mock_timeout", "x_nobody_listed"]:
             quick, full = _both(router._now.planner, "g", MESSAGES, {key: value, "temperature": 0})
             assert quick == full, key
 
