@@ -50,12 +50,31 @@ class Node:
     """One cluster node process on 127.0.0.1."""
 
     def __init__(self, home: Path) -> None:
+        self.home = home
         self.port = cluster_port()
         self.dir = home / str(self.port)
         self.dir.mkdir()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started = False
 
     def start(self) -> None:
+        """Start the node; again after `kill`, on the same port with what it had synced.
+
+        A first start that loses its port or bus port between the check and the bind (an
+        ephemeral port handed to some other connection meanwhile: redis-server then exits
+        with "Address already in use") is made again on another pair."""
+        for _ in range(5):
+            if self._launch():
+                self.started = True
+                return
+            if self.started:
+                break
+            self.port = cluster_port()
+            self.dir = self.home / str(self.port)
+            self.dir.mkdir()
+        raise RuntimeError(f"cluster node {self.port} did not start (see {self.dir}/redis.log)")
+
+    def _launch(self) -> bool:
         args = [
             str(BINARY),
             "--bind", "127.0.0.1",
@@ -71,13 +90,16 @@ class Node:
         ]  # fmt: skip
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            # A PING, not a connect: the kernel accepts on the port before redis-server has
+            # tried its bus port, and a node that then fails to bind it exits.
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
+                if redis.Redis(port=self.port, socket_timeout=0.5).ping():
+                    return True
+            except redis.RedisError:
                 time.sleep(0.02)
-        raise RuntimeError(f"cluster node {self.port} did not start")
+        self.kill()
+        return False
 
     def kill(self) -> None:
         if self.proc is not None:
@@ -101,17 +123,21 @@ class RedisClusterServer:
         return f"redis://127.0.0.1:{self.nodes[0].port}/0"
 
     def start(self) -> RedisClusterServer:
-        for node in self.nodes:
-            node.start()
-        addresses = [f"127.0.0.1:{n.port}" for n in self.nodes]
-        subprocess.run(
-            [_cli(), "--cluster", "create", *addresses, "--cluster-replicas", "1", "--cluster-yes"],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=60,
-        )
-        self.wait_ok()
+        try:
+            for node in self.nodes:
+                node.start()
+            addresses = [f"127.0.0.1:{n.port}" for n in self.nodes]
+            subprocess.run(
+                [_cli(), "--cluster", "create", *addresses, "--cluster-replicas", "1", "--cluster-yes"],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=60,
+            )
+            self.wait_ok()
+        except BaseException:
+            self.stop()  # no node left running behind a cluster that never formed
+            raise
         return self
 
     def wait_ok(self, timeout: float = 30.0) -> None:
