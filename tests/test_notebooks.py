@@ -21,11 +21,15 @@ _KINDS = ("text/html", "text/plain", "image/png", "application/vnd.jupyter.widge
 
 
 def kinds(cell: Any) -> list[tuple[str, ...]]:
-    """What a cell shows, by output type (and stream name or MIME types), in order."""
-    shown = []
+    """What a cell shows, by output type (and stream name or MIME types), in order.
+
+    Consecutive text on one stream is one output, as Jupyter shows it: the kernel sends a
+    cell's stdout in as many messages as it had pauses, which a busy machine adds."""
+    shown: list[tuple[str, ...]] = []
     for o in cell.get("outputs", []):
         if o.output_type == "stream":
-            shown.append(("stream", o.name))
+            if not shown or shown[-1] != ("stream", o.name):
+                shown.append(("stream", o.name))
         elif o.output_type in ("display_data", "execute_result"):
             shown.append((o.output_type, *sorted(k for k in o.data if k in _KINDS)))
         else:
