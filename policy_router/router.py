@@ -15,12 +15,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from .config.assembly import Assembly, assemble
+from .config.assembly import assemble
 from .config.changes import Changes, Reconfigured, diff, forgotten
 from .config.inspection import Inspection
 from .core.journey import Explanation, Routed
 from .drive import calls
-from .drive.express import Call
 from .drive.face import LiteLLMFace
 from .drive.stream import StreamRestart
 from .endpoints import endpoint as endpoint_named
@@ -297,7 +296,9 @@ class Router(LiteLLMFace, Inspection):
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> Routed[Any]:
         now = self._now  # read once: the request keeps this configuration to its end
-        call = self._prepared(now, endpoint, model, messages, kwargs)
+        if self._closed:
+            self._open()
+        call = now.planner.prepare(endpoint_named(endpoint), model, messages, kwargs)
         lane = now.planner.lane(call)
         if lane is not None:
             return lane.call(call, now.planner.build, now.restart, now.on_restart)
@@ -308,7 +309,9 @@ class Router(LiteLLMFace, Inspection):
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> Routed[Any]:
         now = self._now
-        call = self._prepared(now, endpoint, model, messages, kwargs)
+        if self._closed:
+            self._open()
+        call = now.planner.prepare(endpoint_named(endpoint), model, messages, kwargs)
         lane = now.planner.lane(call)
         if lane is not None:
             return await lane.acall(call, now.planner.build, now.restart, now.on_restart)
@@ -326,12 +329,6 @@ class Router(LiteLLMFace, Inspection):
         """The verdict for every route of the group for this request. Nothing is sent."""
         self._open()
         return self._now.planner.explain(endpoint_named(endpoint), model, messages, kwargs)
-
-    def _prepared(
-        self, now: Assembly, name: str, model: str | None, messages: Any, kwargs: dict[str, Any]
-    ) -> Call:
-        self._open()
-        return now.planner.prepare(endpoint_named(name), model, messages, kwargs)
 
     def _repr_html_(self) -> str:
         """A table for notebooks: each route with its reach, capabilities, price, health."""

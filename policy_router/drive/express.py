@@ -23,12 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.gate import Send, listed_cost
+from ..core.deferred import Counts, answered
+from ..core.gate import Send
 from ..core.journey import Journey, Routed
-from ..core.outcomes import answer
 from ..endpoints import Endpoint, reading
+from ..endpoints.reading import usage_of
 from ..ground.clock import Clock
 from ..ground.ids import new_id
+from ..ground.money import Usage
 from ..ground.outcome import Wire
 from ..ground.records import Skip
 from ..policies.breaker import HealthBook
@@ -92,14 +94,6 @@ class Lane:
         self.clock = clock
         self.emit = emit
 
-    def admits(self, now: float) -> bool:
-        """Whether the breaker admits the route at `now` as the gate's one-step admission
-        does: its record closed, admitted unchanged. Nothing is taken either way."""
-        if self.book is None:
-            return True
-        h = self.store.health(self.candidate.id)
-        return h.state == "closed" and self.book.admits_as_is(h, now)
-
     def call(self, call: Call, build: Build, restart: bool, on_restart: OnRestart) -> Routed[Any]:
         """Send `call` to the route and return its answer, as `calls.call` would."""
         trip, sent = self._trip(call), None
@@ -107,7 +101,7 @@ class Lane:
             try:
                 result = transport.call(
                     call.endpoint.function, self.candidate.route, call.call_kwargs, call.group,
-                    trip.timeout, request_id=trip.id, attempt=1, wire=trip.wire,
+                    trip.timeout, request_id=trip.id, attempt=1, wire=trip,
                 )
             except BaseException as error:
                 sent = trip.sent(None, error)
@@ -130,7 +124,7 @@ class Lane:
             try:
                 result = await transport.acall(
                     call.endpoint.afunction, self.candidate.route, call.call_kwargs, call.group,
-                    trip.timeout, request_id=trip.id, attempt=1, wire=trip.wire,
+                    trip.timeout, request_id=trip.id, attempt=1, wire=trip,
                 )
             except BaseException as error:
                 sent = trip.sent(None, error)
@@ -145,9 +139,18 @@ class Lane:
     def _trip(self, call: Call) -> _Trip | None:
         """The lane's attempt, when the route admits it; None leaves the call to the plan."""
         started = self.clock.now()
-        if not self.admits(started):
-            return None
-        return _Trip(self.candidate, new_id(), started, call.timeout)
+        book = self.book
+        if book is not None:
+            # Admitted as the gate's one-step admission admits: a closed record, unchanged.
+            # The fresh record is closed with nothing to forget.
+            h = self.store.health(self.candidate.id)
+            if h is not FRESH and not (h.state == "closed" and book.admits_as_is(h, started)):
+                return None
+        trip = _Trip()
+        trip.candidate, trip.id, trip.started, trip.timeout = (
+            self.candidate, new_id(), started, call.timeout
+        )
+        return trip
 
     def _plan(self, call: Call, build: Build, trip: _Trip | None, sent: calls.Sent | None) -> Plan:
         """The call's plan, holding the lane's attempt as its first when one was sent."""
@@ -160,14 +163,16 @@ class Lane:
         """The answer's records, as the plan's `answered` makes them. Only an answer to a
         request LiteLLM says it handed to the provider is kept here: a mock, its cache, or
         any answer it made some way nobody listed (None) is the plan's to settle."""
-        wire, id, started = trip.wire, trip.id, trip.started
+        id, started = trip.id, trip.started
         hidden = reading.hidden_of(result)
-        wire.cached = reading.hit_in(hidden)
-        if not wire.left or wire.local:
+        trip.cached = reading.hit_in(hidden)
+        if not trip.left:  # (an answer to a request that left is never `local`)
             return None
-        candidate = self.candidate
-        usage = call.endpoint.usage(result)
-        cost = listed_cost(candidate, usage)
+        candidate, endpoint = self.candidate, call.endpoint
+        # The common reply's two counts, or the endpoint's whole reading of any other.
+        usage: Usage | Counts | None = reading.counts_of(result) if endpoint.usage is usage_of else None
+        if usage is None:
+            usage = endpoint.usage(result)
         # A success leaves a fresh record as it is (`Breaker.succeeded`): written only when
         # the route has something to forget. Read then skipped, it is as if this success
         # came before whatever the route meets next.
@@ -177,31 +182,31 @@ class Lane:
             self.store.update_health(candidate.id, change, token=token, op=op)
             made()
         elapsed = max(0.0, self.clock.now() - started)
-        attempt = answer(
-            candidate.route, call.group, id, call.endpoint.name, elapsed, cost, usage,
-            model=reading.model_of(result),
+        # The plan's record (`outcomes.answer`), its fields made when first read.
+        attempt = answered(
+            candidate, call.group, id, endpoint.name, elapsed, usage, reading.model_of(result)
         )
         self.emit(attempt)
-        journey = Journey(
-            call.group, call.needs, (attempt,), answered_by=candidate.name, elapsed=elapsed, id=id
-        )
+        journey = Journey(call.group, call.needs, (attempt,), candidate.name, elapsed, id)
         return calls.stamped(result, candidate.route, journey, hidden)
 
 
-class _Trip:
-    """The lane's one attempt: its request id, when it started, its timeout and its wire."""
+class _Trip(Wire):
+    """The lane's one attempt: its request id, when it started, its timeout, and (being its
+    own `Wire`) whether its request left."""
 
-    __slots__ = ("candidate", "id", "started", "timeout", "wire")
+    __slots__ = ("candidate", "id", "started", "timeout")
 
-    def __init__(self, candidate: Candidate, id: str, started: float, timeout: float | None) -> None:
-        self.candidate, self.id, self.started, self.timeout = candidate, id, started, timeout
-        self.wire = Wire()
+    candidate: Candidate
+    id: str
+    started: float
+    timeout: float | None
 
     def sent(self, result: Any, error: BaseException | None) -> calls.Sent:
         """The attempt as the plan adopts it: admitted as a closed record is (nothing held,
         no probe, no slot), under the token `{id}.1`, with how it ended."""
         send = Send(
             self.candidate, self.started, None, 0.0, self.timeout, 1, False, f"{self.id}.1",
-            None, 1, self.wire,
+            None, 1, self,
         )
         return calls.Sent(send, result, error)

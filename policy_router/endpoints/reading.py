@@ -10,6 +10,7 @@ from ..ground.money import Usage
 
 __all__ = [
     "cache_hit",
+    "counts_of",
     "hidden_of",
     "hit_in",
     "id_of",
@@ -32,6 +33,28 @@ def _field(obj: Any, name: str) -> Any:
         return extra.get(name) if isinstance(extra, dict) else None
     return getattr(obj, name, None)
 
+
+
+def counts_of(response: Any) -> tuple[int, int] | None:
+    """The prompt and reply counts of a response whose usage says nothing else (LiteLLM's
+    `Usage` with no cache or reasoning detail and no extra field: the common reply), or
+    None for any other, which `usage_of` reads. `Usage(*counts)` is what `usage_of` gives."""
+    # LiteLLM's `ModelResponse` keeps `usage` among its pydantic extra fields.
+    extra = getattr(response, "__pydantic_extra__", None)
+    usage = extra.get("usage") if type(extra) is dict else _field(response, "usage")
+    counts = getattr(usage, "__dict__", None)
+    if not isinstance(counts, dict) or counts.get("__pydantic_extra__"):
+        return None
+    prompt, completion = counts.get("prompt_tokens"), counts.get("completion_tokens")
+    if (
+        type(prompt) is not int
+        or type(completion) is not int
+        or counts.get("prompt_tokens_details") is not None
+        or counts.get("completion_tokens_details") is not None
+        or counts.get("cache_creation_input_tokens")
+    ):
+        return None
+    return prompt, completion
 
 
 def usage_of(response: Any) -> Usage | None:

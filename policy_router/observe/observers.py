@@ -48,6 +48,14 @@ class LogObserver:
     def __call__(self, record: object) -> None:
         log = logger
         if isinstance(record, _STEPS):  # the common record first
+            # Skipped when loguru has already decided to drop this module's lines (the
+            # package is disabled, as on import): asking it still costs its frame lookup and
+            # line-number decoding, on every call. The decision is read where loguru 0.7
+            # caches it per module (`_core.enabled`, replaced whole by `enable`/`disable`);
+            # a loguru that keeps it elsewhere reads as not dropped, and loguru decides.
+            enabled = getattr(getattr(log, "_core", None), "enabled", None)
+            if type(enabled) is dict and enabled.get(__name__) is False:
+                return
             log.debug("policy_router: [{}] {}", record.journey_id, record)
         elif isinstance(record, RestOpened):
             if record.first:

@@ -92,10 +92,12 @@ def build(base: str) -> dict[str, Callable[[], Awaitable[Any]]]:
         num_retries=0,
     )
     plain = {"api_base": base, "api_key": KEY, "num_retries": 0, "max_retries": 0}
+    forward = _forwarding(routes[0])
     return {
         "plain litellm.acompletion": lambda: litellm.acompletion(
             model="openai/a", messages=MESSAGES, **plain
         ),
+        "bare forwarding (no policy)": lambda: forward(messages=MESSAGES),
         "router.acompletion (3 routes)": lambda: router.acompletion(model="g", messages=MESSAGES),
         "router.acompletion + breaker": lambda: broken_in.acompletion(
             model="g", messages=MESSAGES
@@ -127,6 +129,19 @@ def build(base: str) -> dict[str, Callable[[], Awaitable[Any]]]:
             model="e", input=["Say hello."]
         ),
     }
+
+
+def _forwarding(route: Route) -> Callable[..., Awaitable[Any]]:
+    """The least any router adds here, for scale: a call forwarded to one route, its kwargs
+    merged under the call's and retries off, with no policy, no id and no record."""
+
+    async def forward(**kwargs: Any) -> Any:
+        merged = route.kwargs.copy()
+        merged.update(kwargs)
+        merged["model"], merged["num_retries"], merged["max_retries"] = route.model, 0, 0
+        return await litellm.acompletion(**merged)
+
+    return forward
 
 
 def _otel_observer() -> Any:

@@ -1,0 +1,99 @@
+"""An answered attempt recorded at once and spelled out when first read.
+
+Most calls are answered by the first route, and nobody reads the attempt on the way: the
+router's own observers keep it (`History`) or drop it unread (`LogObserver`, while
+`policy_router` logging is disabled), and the journey that holds it is read by few
+callers. Around a real LiteLLM call the router's code and data are cold, so every field
+set costs what its memory costs; making the record's eighteen fields, its `Usage` and its
+`Money` on every call was a third of the router's own time. `answered` keeps what the
+record is made of instead, and the fields are filled in, all at once and the same as
+`outcomes.answer` makes them, the first time any of them is read.
+
+The record is an `Attempt` in every way a reader sees: `isinstance`, every field and
+property, `str`, `repr`, equality and hashing (with any `Attempt` of the same fields),
+`dataclasses.fields`/`asdict`/`replace`, and a copy or pickle, which is a plain `Attempt`.
+It is frozen like one. What it does not promise: `type(a) is Attempt`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from ..ground.money import Usage
+from ..policies.candidate import Candidate
+from .gate import listed_cost
+from .journey import Attempt
+
+__all__ = ["DeferredAttempt", "answered"]
+
+_FIELDS = tuple(f.name for f in fields(Attempt))
+_NAMES = frozenset(_FIELDS)
+_COMPARED = tuple(f.name for f in fields(Attempt) if f.compare)
+
+Counts = tuple[int, int]
+"""A usage with nothing but its prompt and reply counts (`reading.counts_of`)."""
+
+
+class DeferredAttempt(Attempt):
+    """An answered `Attempt` whose fields are made the first time one is read (see the
+    module docstring). Made by `answered`, never by a caller."""
+
+    __slots__ = ("_parts",)
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only when a slot is still empty: fill every field, then read this one.
+        if name not in _NAMES:
+            raise AttributeError(name)
+        candidate, group, endpoint, elapsed, usage, model, journey_id = self._parts
+        if type(usage) is tuple:
+            usage = Usage(*usage)
+        route = candidate.route
+        values = (
+            route.name, "answered", None, "", elapsed, 0.0, "returned",
+            listed_cost(candidate, usage), usage, False, True, model, group, journey_id,
+            0.0, route.id, endpoint, None,
+        )
+        for field, value in zip(_FIELDS, values, strict=True):
+            object.__setattr__(self, field, value)
+        return object.__getattribute__(self, name)
+
+    def plain(self) -> Attempt:
+        """The same record as a plain `Attempt`."""
+        return Attempt(*(getattr(self, f) for f in _FIELDS))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Attempt):
+            return all(getattr(self, f) == getattr(other, f) for f in _COMPARED)
+        return NotImplemented
+
+    __hash__ = Attempt.__hash__
+
+    def __repr__(self) -> str:
+        return repr(self.plain())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Attempt, tuple(getattr(self, f) for f in _FIELDS)
+
+
+_new = object.__new__
+_set_parts = DeferredAttempt.__dict__["_parts"].__set__
+_set_journey_id = Attempt.__dict__["journey_id"].__set__
+
+
+def answered(
+    candidate: Candidate,
+    group: str,
+    journey_id: str,
+    endpoint: str,
+    elapsed: float,
+    usage: Usage | Counts | None,
+    model: str | None,
+) -> DeferredAttempt:
+    """The record `outcomes.answer` makes for an attempt `candidate`'s route answered, with
+    the cost at its own prices, made when first read. `journey_id` is set at once: the log
+    line of every attempt names it."""
+    made = _new(DeferredAttempt)
+    _set_parts(made, (candidate, group, endpoint, elapsed, usage, model, journey_id))
+    _set_journey_id(made, journey_id)
+    return made
