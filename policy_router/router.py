@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -305,18 +305,20 @@ class Router(LiteLLMFace, Inspection):
         plan = now.planner.build(call)
         return calls.call(plan, call.endpoint, call.call_kwargs, now.restart, now.on_restart)
 
-    async def _aroute(
+    def _aroute(
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
-    ) -> Routed[Any]:
+    ) -> Awaitable[Routed[Any]]:
+        # A plain function returning the call's coroutine: read and checked now, by the
+        # caller's own coroutine, and one frame fewer for every resumption of the call.
         now = self._now
         if self._closed:
             self._open()
         call = now.planner.prepare(endpoint_named(endpoint), model, messages, kwargs)
         lane = now.planner.lane(call)
         if lane is not None:
-            return await lane.acall(call, now.planner.build, now.restart, now.on_restart)
+            return lane.acall(call, now.planner.build, now.restart, now.on_restart)
         plan = now.planner.build(call)
-        return await calls.acall(plan, call.endpoint, call.call_kwargs, now.restart, now.on_restart)
+        return calls.acall(plan, call.endpoint, call.call_kwargs, now.restart, now.on_restart)
 
     def explain(
         self,

@@ -6,6 +6,7 @@ LiteLLM's keyword arguments. Every one goes through the one call path a router p
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from ..core.journey import Routed
@@ -27,10 +28,10 @@ class LiteLLMFace:
     ) -> Routed[Any]:
         raise NotImplementedError  # the router's one call path
 
-    async def _aroute(
+    def _aroute(
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
-    ) -> Routed[Any]:
-        raise NotImplementedError
+    ) -> Awaitable[Routed[Any]]:
+        raise NotImplementedError  # the async call path: the call read, its coroutine
 
     def _open(self) -> None:
         raise NotImplementedError  # raises when the router is closed

@@ -8,7 +8,7 @@ a failure means (`failures`) and which credentials are missing (`credentials`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -137,7 +137,7 @@ def call(
     return getattr(litellm, function)(**merged)
 
 
-async def acall(
+def acall(
     function: str,
     route: Route,
     kwargs: Mapping[str, Any],
@@ -147,10 +147,12 @@ async def acall(
     request_id: str = "",
     attempt: int = 0,
     wire: Wire | None = None,
-) -> Any:
-    """One request through LiteLLM's async `function` (`acompletion`, `aembedding`, ...)."""
+) -> Awaitable[Any]:
+    """One request through LiteLLM's async `function` (`acompletion`, `aembedding`, ...):
+    LiteLLM's own awaitable, to await (a coroutine of ours around it would only add a
+    frame every resumption of the call passes through)."""
     merged = _kwargs(route, kwargs, group, timeout, request_id, attempt, wire)
-    return await getattr(litellm, function)(**merged)
+    return getattr(litellm, function)(**merged)  # type: ignore[no-any-return]
 
 
 def send(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> Any:
@@ -168,9 +170,9 @@ def send(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> An
     )
 
 
-async def asend(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> Any:
-    """The async twin of `send`."""
-    return await acall(
+def asend(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> Awaitable[Any]:
+    """The async twin of `send`: LiteLLM's awaitable."""
+    return acall(
         function,
         sent.route,
         kwargs,
