@@ -16,12 +16,13 @@ from litellm import ModelResponse
 from policy_router import Breaker, Router
 from policy_router.core.deferred import DeferredAttempt, answered
 from policy_router.core.gate import listed_cost
-from policy_router.core.journey import Attempt
+from policy_router.core.journey import Attempt, Journey, Routed, journey_of, routed_of
 from policy_router.core.outcomes import answer
 from policy_router.endpoints.reading import counts_of, usage_of
 from policy_router.ground.money import Usage
 from policy_router.ground.route import Route
 from policy_router.policies.candidate import Candidate, candidate_for
+from policy_router.policies.requirements import Requirements
 from policy_router.testing import FakeProvider, Reply
 
 from .conftest import MESSAGES, fake_route, prices
@@ -176,3 +177,20 @@ def test_a_response_without_usage_gives_no_counts() -> None:
     response.usage = None  # type: ignore[assignment]
     assert counts_of(response) is None and usage_of(response) is None
     assert counts_of(object()) is None and counts_of(None) is None
+
+
+def test_the_quick_makers_make_what_init_makes() -> None:
+    """`journey_of` and `routed_of` set every field of the class, in order: the objects
+    equal, print and copy as the ones `__init__` makes (a field added to either class and
+    not to its maker fails here)."""
+    later, _ = _pair(True, (7, 3))
+    route = _candidate(True).route
+    made = journey_of("g", Requirements(tools=True), (later,), "openai/m", 0.5, "req1")
+    init = Journey("g", Requirements(tools=True), (later,), "openai/m", 0.5, "req1")
+    for quick, slow in ((made, init), (routed_of("r", route, made), Routed("r", route, init))):
+        assert type(quick) is type(slow)
+        assert [getattr(quick, f.name) for f in dataclasses.fields(slow)] == [
+            getattr(slow, f.name) for f in dataclasses.fields(slow)
+        ]
+        assert quick == slow and str(quick) == str(slow) and repr(quick) == repr(slow)
+        assert copy.copy(quick) == slow

@@ -35,7 +35,7 @@ from ..state.store import Health, Steps, Store, StoreCall, StoreDeadline, perfor
 from .checks import Ordering, sift
 from .events import AttemptStarted, RequestEnded, RequestStarted
 from .gate import Gate, Send
-from .journey import Attempt, Journey, Waited
+from .journey import Attempt, Journey, Waited, journey_of
 from .outcomes import Outcomes
 from .unanswered import unanswered
 
@@ -336,13 +336,13 @@ class Plan(Outcomes):
     @property
     def journey(self) -> Journey:
         """The journey so far (a new frozen value each time it is read)."""
-        return Journey(
+        return journey_of(
             self.group,
             self.needs,
             tuple(self._steps),
-            answered_by=self._answered.name if self._answered else None,
-            elapsed=max(0.0, self._clock.now() - self._started),
-            id=self.id,
+            self._answered.name if self._answered else None,
+            max(0.0, self._clock.now() - self._started),
+            self.id,
         )
 
     def ended(self, error: BaseException | None = None) -> None:

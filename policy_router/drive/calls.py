@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.gate import Send
-from ..core.journey import Journey, Routed
+from ..core.journey import Journey, Routed, routed_of
 from ..core.plan import Plan
 from ..endpoints import Endpoint, reading
 from ..ground.route import Route
@@ -94,4 +94,4 @@ def stamped(
         hidden["policy_router"] = journey
     elif hidden is not None:  # a text completion's HiddenParams model (extra fields allowed)
         hidden.policy_router = journey
-    return Routed(response, route, journey)
+    return routed_of(response, route, journey)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.deferred import Counts, answered
 from ..core.gate import Send
-from ..core.journey import Journey, Routed
+from ..core.journey import Routed, journey_of
 from ..endpoints import Endpoint, reading
 from ..endpoints.reading import usage_of
 from ..ground.clock import Clock
@@ -187,7 +187,7 @@ class Lane:
             candidate, call.group, id, endpoint.name, elapsed, usage, reading.model_of(result)
         )
         self.emit(attempt)
-        journey = Journey(call.group, call.needs, (attempt,), candidate.name, elapsed, id)
+        journey = journey_of(call.group, call.needs, (attempt,), candidate.name, elapsed, id)
         return calls.stamped(result, candidate.route, journey, hidden)
 
 
