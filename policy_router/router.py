@@ -22,6 +22,7 @@ from .core.journey import Explanation, Routed
 from .drive import calls
 from .drive.face import LiteLLMFace
 from .drive.stream import StreamRestart
+from .endpoints import ENDPOINTS
 from .endpoints import endpoint as endpoint_named
 from .ground.clock import Clock
 from .ground.errors import ConfigError, RouterClosedError
@@ -298,7 +299,9 @@ class Router(LiteLLMFace, Inspection):
         now = self._now  # read once: the request keeps this configuration to its end
         if self._closed:
             self._open()
-        call = now.planner.prepare(endpoint_named(endpoint), model, messages, kwargs)
+        call = now.planner.prepare(
+            ENDPOINTS.get(endpoint) or endpoint_named(endpoint), model, messages, kwargs
+        )
         lane = now.planner.lane(call)
         if lane is not None:
             return lane.call(call, now.planner.build, now.restart, now.on_restart)
@@ -313,7 +316,9 @@ class Router(LiteLLMFace, Inspection):
         now = self._now
         if self._closed:
             self._open()
-        call = now.planner.prepare(endpoint_named(endpoint), model, messages, kwargs)
+        call = now.planner.prepare(
+            ENDPOINTS.get(endpoint) or endpoint_named(endpoint), model, messages, kwargs
+        )
         lane = now.planner.lane(call)
         if lane is not None:
             return lane.acall(call, now.planner.build, now.restart, now.on_restart)

@@ -140,7 +140,9 @@ def hit_in(hidden: Any) -> bool:
 
 def model_of(response: Any) -> str | None:
     """The model a response says answered it (`gpt-4o-mini-2024-07-18`), if it says."""
-    model = _field(response, "model")
+    fields = getattr(response, "__dict__", None)
+    # A declared field of LiteLLM's responses, in the object's own dict: read in one step.
+    model = fields["model"] if type(fields) is dict and "model" in fields else _field(response, "model")
     return model if isinstance(model, str) and model else None
 
 
