@@ -57,6 +57,7 @@ class RedisServer:
         self.password = password
         self._dir = Path(tempfile.mkdtemp(prefix="policy_router_redis_"))
         self._proc: subprocess.Popen[bytes] | None = None
+        self._started = False
 
     @property
     def url(self) -> str:
@@ -64,6 +65,21 @@ class RedisServer:
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisServer:
+        # A port found free can be taken by another socket before redis-server binds it; a
+        # first start that loses its port that way is made again on another. A restart after
+        # `stop()` keeps its port, as the fault tests need (the port was ours till the kill).
+        for _ in range(1 if self._started else 5):
+            if self._launch():
+                self._started = True
+                return self
+            if self._started:
+                break
+            self.port = free_port()
+        raise RuntimeError(f"redis-server could not bind 127.0.0.1:{self.port}")
+
+    def _launch(self) -> bool:
+        """Start the server; True once this very process answers on the port, False when it
+        exited (its port taken), RuntimeError after 10 s."""
         args = [
             str(BINARY),
             "--bind",
@@ -83,18 +99,27 @@ class RedisServer:
         ]
         if self.password:
             args += ["--requirepass", self.password]
-        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = self._proc = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        probe = redis.Redis(
+            host="127.0.0.1", port=self.port, password=self.password, socket_timeout=0.5
+        )
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                if self._proc.poll() is not None:
-                    raise RuntimeError(
-                        f"redis-server exited with {self._proc.returncode}"
-                    ) from None
+        try:
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    self._proc = None
+                    return False
+                try:
+                    # Ours, not whoever else took the port meanwhile: the pid says so.
+                    if probe.info("server").get("process_id") == proc.pid:
+                        return True
+                except (redis.ConnectionError, redis.TimeoutError, OSError):
+                    pass
                 time.sleep(0.02)
+        finally:
+            probe.close()
         raise RuntimeError("redis-server did not start within 10 s")
 
     def stop(self) -> None:
