@@ -170,7 +170,9 @@ class Lane:
             return None
         candidate, endpoint = self.candidate, call.endpoint
         # The common reply's two counts, or the endpoint's whole reading of any other.
-        usage: Usage | Counts | None = reading.counts_of(result) if endpoint.usage is usage_of else None
+        usage: Usage | Counts | None = None
+        if endpoint.usage is usage_of:
+            usage = reading.counts_of(result)
         if usage is None:
             usage = endpoint.usage(result)
         # A success leaves a fresh record as it is (`Breaker.succeeded`): written only when
