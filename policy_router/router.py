@@ -15,14 +15,14 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from .config.assembly import assemble
+from .config.assembly import Assembly, assemble
 from .config.changes import Changes, Reconfigured, diff, forgotten
 from .config.inspection import Inspection
 from .core.journey import Explanation, Routed
 from .drive import calls
+from .drive.express import Call, Lane
 from .drive.face import LiteLLMFace
 from .drive.stream import StreamRestart
-from .endpoints import ENDPOINTS
 from .endpoints import endpoint as endpoint_named
 from .ground.clock import Clock
 from .ground.errors import ConfigError, RouterClosedError
@@ -297,12 +297,7 @@ class Router(LiteLLMFace, Inspection):
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> Routed[Any]:
         now = self._now  # read once: the request keeps this configuration to its end
-        if self._closed:
-            self._open()
-        call = now.planner.prepare(
-            ENDPOINTS.get(endpoint) or endpoint_named(endpoint), model, messages, kwargs
-        )
-        lane = now.planner.lane(call)
+        call, lane = self._prepared(now, endpoint, model, messages, kwargs)
         if lane is not None:
             return lane.call(call, now.planner.build, now.restart, now.on_restart)
         plan = now.planner.build(call)
@@ -314,12 +309,7 @@ class Router(LiteLLMFace, Inspection):
         # A plain function returning the call's coroutine: read and checked now, by the
         # caller's own coroutine, and one frame fewer for every resumption of the call.
         now = self._now
-        if self._closed:
-            self._open()
-        call = now.planner.prepare(
-            ENDPOINTS.get(endpoint) or endpoint_named(endpoint), model, messages, kwargs
-        )
-        lane = now.planner.lane(call)
+        call, lane = self._prepared(now, endpoint, model, messages, kwargs)
         if lane is not None:
             return lane.acall(call, now.planner.build, now.restart, now.on_restart)
         plan = now.planner.build(call)
@@ -336,6 +326,14 @@ class Router(LiteLLMFace, Inspection):
         """The verdict for every route of the group for this request. Nothing is sent."""
         self._open()
         return self._now.planner.explain(endpoint_named(endpoint), model, messages, kwargs)
+
+    def _prepared(
+        self, now: Assembly, name: str, model: str | None, messages: Any, kwargs: dict[str, Any]
+    ) -> tuple[Call, Lane | None]:
+        """The call read and checked under `now`, and the express lane when it takes one."""
+        self._open()
+        call = now.planner.prepare(endpoint_named(name), model, messages, kwargs)
+        return call, now.planner.lane(call)
 
     def _repr_html_(self) -> str:
         """A table for notebooks: each route with its reach, capabilities, price, health."""

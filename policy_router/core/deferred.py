@@ -24,6 +24,7 @@ from ..ground.money import Usage
 from ..policies.candidate import Candidate
 from .gate import listed_cost
 from .journey import Attempt
+from .outcomes import answer
 
 __all__ = ["DeferredAttempt", "answered"]
 
@@ -48,14 +49,12 @@ class DeferredAttempt(Attempt):
         candidate, group, endpoint, elapsed, usage, model, journey_id = self._parts
         if type(usage) is tuple:
             usage = Usage(*usage)
-        route = candidate.route
-        values = (
-            route.name, "answered", None, "", elapsed, 0.0, "returned",
-            listed_cost(candidate, usage), usage, False, True, model, group, journey_id,
-            0.0, route.id, endpoint, None,
+        made = answer(
+            candidate.route, group, journey_id, endpoint, elapsed,
+            listed_cost(candidate, usage), usage, model=model,
         )
-        for field, value in zip(_FIELDS, values, strict=True):
-            object.__setattr__(self, field, value)
+        for field in _FIELDS:
+            object.__setattr__(self, field, getattr(made, field))
         return object.__getattribute__(self, name)
 
     def plain(self) -> Attempt:

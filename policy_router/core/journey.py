@@ -6,7 +6,7 @@ a short paragraph a person can act on; `Routed` pairs a response with its journe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from ..ground.money import Money, Usage
@@ -251,8 +251,8 @@ class Routed(Generic[R]):
 # as they are after a LiteLLM call. The makers below set every field, in field order, and
 # make the same object (`tests/test_deferred.py` holds them to `__init__`).
 _new = object.__new__
-_J = tuple(Journey.__dict__[n].__set__ for n in ("group", "requirements", "steps", "answered_by", "elapsed", "id"))
-_R = tuple(Routed.__dict__[n].__set__ for n in ("response", "route", "journey"))
+_J = tuple(Journey.__dict__[f.name].__set__ for f in fields(Journey))
+_R = tuple(Routed.__dict__[f.name].__set__ for f in fields(Routed))
 
 
 def journey_of(

@@ -94,6 +94,14 @@ class Lane:
         self.clock = clock
         self.emit = emit
 
+    def admits(self, now: float) -> bool:
+        """Whether the breaker admits the route at `now` as the gate's one-step admission
+        does: its record closed, admitted unchanged. Nothing is taken either way."""
+        if self.book is None:
+            return True
+        h = self.store.health(self.candidate.id)
+        return h.state == "closed" and self.book.admits_as_is(h, now)
+
     def call(self, call: Call, build: Build, restart: bool, on_restart: OnRestart) -> Routed[Any]:
         """Send `call` to the route and return its answer, as `calls.call` would."""
         trip, sent = self._trip(call), None
@@ -139,18 +147,9 @@ class Lane:
     def _trip(self, call: Call) -> _Trip | None:
         """The lane's attempt, when the route admits it; None leaves the call to the plan."""
         started = self.clock.now()
-        book = self.book
-        if book is not None:
-            # Admitted as the gate's one-step admission admits: a closed record, unchanged.
-            # The fresh record is closed with nothing to forget.
-            h = self.store.health(self.candidate.id)
-            if h is not FRESH and not (h.state == "closed" and book.admits_as_is(h, started)):
-                return None
-        trip = _Trip()
-        trip.candidate, trip.id, trip.started, trip.timeout = (
-            self.candidate, new_id(), started, call.timeout
-        )
-        return trip
+        if not self.admits(started):
+            return None
+        return _Trip(self.candidate, new_id(), started, call.timeout)
 
     def _plan(self, call: Call, build: Build, trip: _Trip | None, sent: calls.Sent | None) -> Plan:
         """The call's plan, holding the lane's attempt as its first when one was sent."""
@@ -199,10 +198,9 @@ class _Trip(Wire):
 
     __slots__ = ("candidate", "id", "started", "timeout")
 
-    candidate: Candidate
-    id: str
-    started: float
-    timeout: float | None
+    def __init__(self, candidate: Candidate, id: str, started: float, timeout: float | None) -> None:
+        super().__init__()
+        self.candidate, self.id, self.started, self.timeout = candidate, id, started, timeout
 
     def sent(self, result: Any, error: BaseException | None) -> calls.Sent:
         """The attempt as the plan adopts it: admitted as a closed record is (nothing held,

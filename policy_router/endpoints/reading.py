@@ -59,25 +59,18 @@ def counts_of(response: Any) -> tuple[int, int] | None:
 
 def usage_of(response: Any) -> Usage | None:
     """The usage a response or final stream chunk reports, or None when it has none."""
+    counts = counts_of(response)
+    if counts is not None:
+        return Usage(*counts)  # no cache or reasoning detail: the common reply
     usage = _field(response, "usage")
     if usage is None:
         return None
-    fields = getattr(usage, "__dict__", None)
-    if isinstance(fields, dict) and not fields.get("__pydantic_extra__"):
-        # LiteLLM's `Usage` with no extra fields, read from its own dict: the common reply.
-        prompt, completion = fields.get("prompt_tokens"), fields.get("completion_tokens")
-        details, out = fields.get("prompt_tokens_details"), fields.get("completion_tokens_details")
-        written = fields.get("cache_creation_input_tokens")
-    else:
-        prompt = _field(usage, "prompt_tokens")
-        completion = _field(usage, "completion_tokens")
-        details = _field(usage, "prompt_tokens_details")
-        out = _field(usage, "completion_tokens_details")
-        written = _field(usage, "cache_creation_input_tokens")
+    prompt = _field(usage, "prompt_tokens")
+    completion = _field(usage, "completion_tokens")
+    details = _field(usage, "prompt_tokens_details")
+    out = _field(usage, "completion_tokens_details")
     if not isinstance(prompt, int) or not isinstance(completion, int):
         return None
-    if details is None and out is None and not written:
-        return Usage(prompt, completion)  # no cache or reasoning detail: the common reply
     cached = _field(details, "cached_tokens") or _field(usage, "cache_read_input_tokens")
     written = _field(usage, "cache_creation_input_tokens") or _field(
         details, "cache_creation_tokens"
@@ -140,9 +133,7 @@ def hit_in(hidden: Any) -> bool:
 
 def model_of(response: Any) -> str | None:
     """The model a response says answered it (`gpt-4o-mini-2024-07-18`), if it says."""
-    fields = getattr(response, "__dict__", None)
-    # A declared field of LiteLLM's responses, in the object's own dict: read in one step.
-    model = fields["model"] if type(fields) is dict and "model" in fields else _field(response, "model")
+    model = _field(response, "model")
     return model if isinstance(model, str) and model else None
 
 
