@@ -194,3 +194,20 @@ def test_the_quick_makers_make_what_init_makes() -> None:
         ]
         assert quick == slow and str(quick) == str(slow) and repr(quick) == repr(slow)
         assert copy.copy(quick) == slow
+
+
+def test_no_output_of_a_deferred_attempt_carries_its_routes_secret() -> None:
+    """The record keeps its route (and so the route's key) until it is read; nothing made
+    from it shows the key: str, repr, a copy, a pickle, asdict."""
+    secret = "sk-deferred-secret-7d1f"
+    route = Route(
+        "openai/m", group="g", api_base="http://127.0.0.1:9", api_key=secret,
+        capabilities={"tools": True}, prices=prices(m="1.25"),
+    )
+    later = answered(candidate_for(route, None, streams=False), "g", "r1", "chat", 0.1, (7, 3), "m")
+    outputs = [
+        str(later), repr(later), repr(copy.copy(later)), repr(copy.deepcopy(later)),
+        repr(dataclasses.asdict(later)), pickle.dumps(later).decode("latin-1"),
+    ]
+    assert later.route == "openai/m"
+    assert not [o for o in outputs if secret in o]

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import pytest
 from loguru import logger
 
 from policy_router import Breaker, Router
+from policy_router.ground.records import Check, Skip
+from policy_router.observe import observers
+from policy_router.observe.observers import LogObserver
 from policy_router.testing import FakeProvider
 
 from .conftest import MESSAGES, fake_route
@@ -29,3 +35,29 @@ def test_attempt_lines_follow_enable_and_disable(fake: FakeProvider) -> None:
         logger.remove(sink)
         logger.enable("policy_router")  # as the suite keeps it
     assert seen == [2, 0, 2, 0, 2]
+
+
+class _Loguru:
+    """A loguru that keeps its per-module decision somewhere this package does not know."""
+
+    def __init__(self, core: object) -> None:
+        self._core = core
+        self.lines: list[str] = []
+
+    def debug(self, message: str, *args: object) -> None:
+        self.lines.append(message.format(*args))
+
+
+@pytest.mark.parametrize(
+    "core", [None, object(), SimpleNamespace(enabled=None), SimpleNamespace(enabled={"x": False})]
+)
+def test_a_loguru_keeping_its_decision_elsewhere_gets_every_line(
+    core: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where loguru's cached decision is not where this loguru keeps it (no core, no dict,
+    no entry for the module), the observer skips nothing: the line goes to loguru, which
+    decides."""
+    stub = _Loguru(core)
+    monkeypatch.setattr(observers, "logger", stub)
+    LogObserver()(Skip("openai/a", Check.KNOWN, "a reason nobody listed", journey_id="j1"))
+    assert len(stub.lines) == 1 and stub.lines[0].startswith("policy_router: [j1] ")
