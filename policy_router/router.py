@@ -15,12 +15,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from .config.assembly import Assembly, assemble
+from .config.assembly import assemble
 from .config.changes import Changes, Reconfigured, diff, forgotten
 from .config.inspection import Inspection
 from .core.journey import Explanation, Routed
 from .drive import calls
-from .drive.express import Call, Lane
 from .drive.face import LiteLLMFace
 from .drive.stream import StreamRestart
 from .endpoints import endpoint as endpoint_named
@@ -297,10 +296,21 @@ class Router(LiteLLMFace, Inspection):
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> Routed[Any]:
         now = self._now  # read once: the request keeps this configuration to its end
-        call, lane = self._prepared(now, endpoint, model, messages, kwargs)
+        if self._closed:
+            self._open()  # raises
+        planner = now.planner
+        lane = planner.express(endpoint, model, messages, kwargs)
+        if lane is not None:  # the common call, read in one pass (`Planner.express`)
+            return lane.call(
+                {**kwargs, "messages": messages}, None, None, planner, now.restart, now.on_restart
+            )
+        call = planner.prepare(endpoint_named(endpoint), model, messages, kwargs)
+        lane = planner.lane(call)
         if lane is not None:
-            return lane.call(call, now.planner.build, now.restart, now.on_restart)
-        plan = now.planner.build(call)
+            return lane.call(
+                call.call_kwargs, call.timeout, call, planner, now.restart, now.on_restart
+            )
+        plan = planner.build(call)
         return calls.call(plan, call.endpoint, call.call_kwargs, now.restart, now.on_restart)
 
     def _aroute(
@@ -309,10 +319,21 @@ class Router(LiteLLMFace, Inspection):
         # A plain function returning the call's coroutine: read and checked now, by the
         # caller's own coroutine, and one frame fewer for every resumption of the call.
         now = self._now
-        call, lane = self._prepared(now, endpoint, model, messages, kwargs)
+        if self._closed:
+            self._open()
+        planner = now.planner
+        lane = planner.express(endpoint, model, messages, kwargs)
         if lane is not None:
-            return lane.acall(call, now.planner.build, now.restart, now.on_restart)
-        plan = now.planner.build(call)
+            return lane.acall(
+                {**kwargs, "messages": messages}, None, None, planner, now.restart, now.on_restart
+            )
+        call = planner.prepare(endpoint_named(endpoint), model, messages, kwargs)
+        lane = planner.lane(call)
+        if lane is not None:
+            return lane.acall(
+                call.call_kwargs, call.timeout, call, planner, now.restart, now.on_restart
+            )
+        plan = planner.build(call)
         return calls.acall(plan, call.endpoint, call.call_kwargs, now.restart, now.on_restart)
 
     def explain(
@@ -326,14 +347,6 @@ class Router(LiteLLMFace, Inspection):
         """The verdict for every route of the group for this request. Nothing is sent."""
         self._open()
         return self._now.planner.explain(endpoint_named(endpoint), model, messages, kwargs)
-
-    def _prepared(
-        self, now: Assembly, name: str, model: str | None, messages: Any, kwargs: dict[str, Any]
-    ) -> tuple[Call, Lane | None]:
-        """The call read and checked under `now`, and the express lane when it takes one."""
-        self._open()
-        call = now.planner.prepare(endpoint_named(name), model, messages, kwargs)
-        return call, now.planner.lane(call)
 
     def _repr_html_(self) -> str:
         """A table for notebooks: each route with its reach, capabilities, price, health."""

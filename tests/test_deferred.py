@@ -6,19 +6,27 @@ import copy
 import dataclasses
 import pickle
 import threading
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from litellm import ModelResponse
+from litellm import EmbeddingResponse, ModelResponse, TextCompletionResponse
 
 from policy_router import Breaker, Router
 from policy_router.core.deferred import DeferredAttempt, answered
 from policy_router.core.gate import listed_cost
 from policy_router.core.journey import Attempt, Journey, Routed, journey_of, routed_of
 from policy_router.core.outcomes import answer
-from policy_router.endpoints.reading import counts_of, usage_of
+from policy_router.endpoints.reading import (
+    counts_of,
+    hidden_of,
+    hit_in,
+    model_of,
+    reply_of,
+    usage_of,
+)
 from policy_router.ground.money import Usage
 from policy_router.ground.route import Route
 from policy_router.policies.candidate import Candidate, candidate_for
@@ -211,3 +219,43 @@ def test_no_output_of_a_deferred_attempt_carries_its_routes_secret() -> None:
     ]
     assert later.route == "openai/m"
     assert not [o for o in outputs if secret in o]
+
+
+def _reply(kind: str, usage: dict[str, Any] | None, model: Any, hit: Any) -> Any:
+    """A reply of one of the shapes the lane may be given, with `usage`, `model` and a
+    `cache_hit` of `hit` (or none) in its hidden params where it has them."""
+    if kind == "namespace":  # not LiteLLM's: plain attributes only
+        return SimpleNamespace(model=model, usage=usage, _hidden_params={"cache_hit": hit})
+    if kind == "none":
+        return None
+    made: Any = {
+        "chat": lambda: ModelResponse(model=model, usage=usage),
+        "text": lambda: TextCompletionResponse(model=model, usage=usage),
+        "embedding": lambda: EmbeddingResponse(model=model, usage=usage),
+    }[kind]()
+    if hit is not None and isinstance(made._hidden_params, dict):
+        made._hidden_params["cache_hit"] = hit
+    return made
+
+
+@given(
+    st.sampled_from(["chat", "text", "embedding", "namespace", "none"]),
+    st.one_of(st.none(), USAGE),
+    st.one_of(st.none(), st.just(""), st.just("m-2026"), st.integers(0, 3)),
+    st.one_of(st.none(), st.booleans(), st.just("true")),
+)
+def test_the_replys_one_step_reading_is_each_readings_own(
+    kind: str, usage: dict[str, Any] | None, model: Any, hit: Any
+) -> None:
+    """Whatever the reply (chat, text, embedding, an object that is not LiteLLM's, none),
+    its usage (details, cache counts, fields nobody listed) and what it says of its model
+    and of LiteLLM's cache: `reply_of` gives what the four readings give one by one."""
+    try:
+        reply = _reply(kind, usage, model, hit)
+    except Exception:  # a shape LiteLLM itself refuses to build
+        return
+    hidden, cached, counts, said = reply_of(reply)
+    assert hidden is hidden_of(reply)
+    assert cached == hit_in(hidden) and type(cached) is bool
+    assert counts == counts_of(reply)
+    assert said == model_of(reply)

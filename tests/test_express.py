@@ -8,6 +8,7 @@ None), must give the same answers, journeys, health, records and requests receiv
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import math
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from policy_router import Breaker, Budget, ManualClock, Order, Route, Router
+from policy_router import Breaker, Budget, ManualClock, NoRouteError, Order, Route, Router
 from policy_router.core.journey import Attempt
 from policy_router.drive.express import Lane
 from policy_router.drive.planning import Planner
@@ -163,7 +164,7 @@ def test_the_lane_gives_what_the_plan_gives(
         fast = _run(fake, scripts, calls, breaker, priced, use_async)
     assert len(taken) == calls  # every call took the lane (a rested first route is planned)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Planner, "lane", lambda self, call: None)
+        _no_lane(patch)
         planned = _run(fake, scripts, calls, breaker, priced, use_async)
     assert fast == planned
     assert fast["received"] == fast["attempts"]  # requests received == attempts counted
@@ -212,12 +213,18 @@ def test_any_keyword_gives_on_the_lane_what_it_gives_in_the_plan(
     for a request it received."""
     fast = _run(fake, scripts, 2, True, priced, use_async, kwargs)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Planner, "lane", lambda self, call: None)
+        _no_lane(patch)
         planned = _run(fake, scripts, 2, True, priced, use_async, kwargs)
     assert fast == planned
     assert fast["received"] == fast["attempts"]
     if fast["received"] == 0:
         assert all(state == "closed" and not failures for state, failures, _, _ in fast["health"].values())
+
+
+def _no_lane(patch: pytest.MonkeyPatch) -> None:
+    """Every call planned: no lane for a call read in full, nor for a plain one."""
+    patch.setattr(Planner, "lane", lambda self, call: None)
+    patch.setattr(Planner, "express", lambda self, *args: None)
 
 
 def _spy(real: Any, taken: list[str]) -> Any:
@@ -340,3 +347,22 @@ def test_the_lane_keeps_only_answers_litellm_says_it_sent(
     router.completion(model="g", messages=MESSAGES, mock_response="mocked")
     assert kept == [True, True, False]
     assert fake.requests() == 2
+
+
+def test_a_breaker_of_another_kind_is_asked_even_for_a_route_with_no_record(
+    fake: FakeProvider,
+) -> None:
+    """The lane admits a route with no record without asking only `Breaker`'s own rule (a
+    closed record is admitted as it is); a breaker that overrides it is asked, on the lane
+    as on the plan, and a route it refuses receives nothing."""
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Shut(Breaker):
+        def admit(self, h: Any, now: float) -> tuple[Any, str | None]:
+            return h, "shut for maintenance"
+
+    router = Router([fake_route(fake, "a"), fake_route(fake, "b")], breaker=Shut())
+    for _ in range(2):  # the group's first plain call is read in full, the next in one pass
+        with pytest.raises(NoRouteError, match="shut for maintenance"):
+            router.completion(model="g", messages=MESSAGES)
+    assert fake.requests("a") == fake.requests("b") == 0

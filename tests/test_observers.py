@@ -8,6 +8,7 @@ import pytest
 from loguru import logger
 
 from policy_router import Breaker, Router
+from policy_router.core.journey import Attempt
 from policy_router.ground.records import Check, Skip
 from policy_router.observe import observers
 from policy_router.observe.observers import LogObserver
@@ -61,3 +62,38 @@ def test_a_loguru_keeping_its_decision_elsewhere_gets_every_line(
     monkeypatch.setattr(observers, "logger", stub)
     LogObserver()(Skip("openai/a", Check.KNOWN, "a reason nobody listed", journey_id="j1"))
     assert len(stub.lines) == 1 and stub.lines[0].startswith("policy_router: [j1] ")
+
+
+class _Raising(_Loguru):
+    """A loguru whose every line raises, as a broken sink configured to raise would."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.warnings: list[str] = []
+
+    def debug(self, message: str, *args: object) -> None:
+        raise RuntimeError("the sink is broken")
+
+    def warning(self, message: str, *args: object) -> None:
+        self.warnings.append(message.format(*args))
+
+
+def test_a_log_that_raises_fails_no_call_and_the_callers_observers_see_everything(
+    fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The router's own log raising on every line: each call is answered all the same, on
+    the express lane (no observer of the caller's) and on the plan (one that frames
+    requests); the caller's observer and the history still get every attempt, and it is
+    said once per router."""
+    stub = _Raising()
+    monkeypatch.setattr(observers, "logger", stub)
+    seen: list[object] = []
+    routes = [fake_route(fake, "a"), fake_route(fake, "b")]
+    for router in (Router(routes), Router(routes, observers=[seen.append])):
+        for _ in range(3):
+            response = router.completion(model="g", messages=MESSAGES)
+            assert response._hidden_params["policy_router"].answered_by == "openai/a"
+        report = router.report()
+        assert (report.requests, report.answered) == (3, 3)
+    assert sum(isinstance(r, Attempt) for r in seen) == 3
+    assert len(stub.warnings) == 2 and all("the sink is broken" in w for w in stub.warnings)

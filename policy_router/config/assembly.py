@@ -24,7 +24,7 @@ from ..ground.deadline import check_seconds
 from ..ground.errors import ConfigError
 from ..ground.route import Route, identities
 from ..observe.metrics import Recorder
-from ..observe.observers import AttemptLog, LogObserver, Observer, fan_out
+from ..observe.observers import AttemptLog, Observer, fan_out, router_emit
 from ..observe.report import History
 from ..policies.breaker import HealthBook, counting_for
 from ..policies.budget import Ledger
@@ -149,7 +149,7 @@ def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assem
     ):
         given, store, emit = previous.given_store, previous.store, previous.emit
     else:
-        emit = fan_out([LogObserver(), history, *observers, *([recorder] if recorder else [])])
+        emit = router_emit(history.keep, [*observers, *([recorder] if recorder else [])])
         given = a["store"] if a["store"] is not None else (
             previous.given_store if same_place and previous else InMemoryStore()
         )

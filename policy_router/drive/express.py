@@ -6,7 +6,9 @@ the listed order, no deadline, no stream, no observer that frames requests) and 
 answers in this process, the plan's work for such a call is: read the route's health,
 send, and on the answer record the breaker's success, the cost at the route's prices and
 the attempt. The lane does exactly that, and nothing else: no plan, no generators, no
-queue (`Planner.lane` says which calls may take it).
+queue (`Planner.lane` says which calls may take it). A plain chat call (`drive.plain`)
+reaches its group's lane from its keywords in one pass (`Planner.express`): no `Call` is
+made unless the plan takes it over.
 
 Anything that is not the common answer goes to the plan, which keeps every rule: a route
 whose record is not closed is planned from scratch (the lane took nothing); a failure, a
@@ -21,11 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.deferred import Counts, answered
 from ..core.gate import Send
-from ..core.journey import Routed, journey_of
+from ..core.journey import Routed, journey_of, routed_of
 from ..endpoints import Endpoint, reading
 from ..endpoints.reading import usage_of
 from ..ground.clock import Clock
@@ -33,7 +35,7 @@ from ..ground.ids import new_id
 from ..ground.money import Usage
 from ..ground.outcome import Wire
 from ..ground.records import Skip
-from ..policies.breaker import HealthBook
+from ..policies.breaker import Breaker, HealthBook
 from ..policies.candidate import Candidate
 from ..policies.requirements import Requirements
 from ..policies.retry import Retry
@@ -45,8 +47,6 @@ if TYPE_CHECKING:
     from .calls import OnRestart
 
 __all__ = ["Call", "Lane"]
-
-Build = Callable[["Call", str], "Plan"]
 
 
 @dataclass(slots=True)
@@ -74,11 +74,22 @@ class Call:
     says whether this call takes it)."""
 
 
+class Planning(Protocol):
+    """What a lane asks of its planner (`Planner`) when the plan takes a call over."""
+
+    def build(self, call: Call, id: str | None = None) -> Plan: ...
+
+    def plain_call(self, group: str, call_kwargs: dict[str, Any]) -> Call: ...
+
+
 class Lane:
     """The express lane to one route (the first of its group for the calls that take it):
-    what the common call needs of the router, read once."""
+    what the common call needs of the router, read once. A lane serves one group and one
+    set of needs (its `Planner` keys lanes by both), so one endpoint."""
 
-    __slots__ = ("book", "candidate", "clock", "emit", "store")
+    __slots__ = (
+        "_counts", "_fresh", "book", "candidate", "clock", "emit", "endpoint", "group", "needs", "store",
+    )
 
     def __init__(
         self,
@@ -87,12 +98,24 @@ class Lane:
         store: Store,
         clock: Clock,
         emit: Callable[[object], None],
+        group: str,
+        needs: Requirements,
+        endpoint: Endpoint,
     ) -> None:
         self.candidate = candidate
         self.book = book
         self.store = store
         self.clock = clock
         self.emit = emit
+        self.group = group
+        self.needs = needs
+        self.endpoint = endpoint
+        # The common reply's two counts are read in one step when the endpoint reads usage
+        # as chat does; any other endpoint's reading is its own.
+        self._counts = endpoint.usage is usage_of
+        # `Breaker.admit` admits a closed record unchanged, so a route with no record at all
+        # (the healthy one) needs no asking; a breaker of another kind is always asked.
+        self._fresh = book is not None and type(book.breaker).admit is Breaker.admit
 
     def admits(self, now: float) -> bool:
         """Whether the breaker admits the route at `now` as the gate's one-step admission
@@ -100,79 +123,108 @@ class Lane:
         if self.book is None:
             return True
         h = self.store.health(self.candidate.id)
+        if h is FRESH and self._fresh:
+            return True
         return h.state == "closed" and self.book.admits_as_is(h, now)
 
-    def call(self, call: Call, build: Build, restart: bool, on_restart: OnRestart) -> Routed[Any]:
-        """Send `call` to the route and return its answer, as `calls.call` would."""
-        trip, sent = self._trip(call), None
+    def call(
+        self,
+        call_kwargs: dict[str, Any],
+        timeout: float | None,
+        call: Call | None,
+        planner: Planning,
+        restart: bool,
+        on_restart: OnRestart,
+    ) -> Routed[Any]:
+        """Send a call to the route and return its answer, as `calls.call` would.
+
+        `call_kwargs` are what LiteLLM is to get, `timeout` the call's own in seconds;
+        `call` is the call as `Planner.prepare` read it, or None for a plain chat call
+        (`Planner.express`), whose `Call` is made only if the plan takes over."""
+        trip, sent = self._trip(timeout), None
         if trip is not None:
             try:
                 result = transport.call(
-                    call.endpoint.function, self.candidate.route, call.call_kwargs, call.group,
-                    trip.timeout, request_id=trip.id, attempt=1, wire=trip,
+                    self.endpoint.function, self.candidate.route, call_kwargs, self.group,
+                    timeout, request_id=trip.id, attempt=1, wire=trip,
                 )
             except BaseException as error:
                 sent = trip.sent(None, error)
             else:
-                routed = self._answered(call, trip, result)
+                routed = self._answered(trip, result)
                 if routed is not None:
                     return routed
                 sent = trip.sent(result, None)
         # Outside the except block: what the plan raises next is not chained to this error.
-        plan = self._plan(call, build, trip, sent)
+        call, plan = self._plan(call_kwargs, call, planner, trip, sent)
         return calls.call(plan, call.endpoint, call.call_kwargs, restart, on_restart, sent)
 
     async def acall(
-        self, call: Call, build: Build, restart: bool, on_restart: OnRestart
+        self,
+        call_kwargs: dict[str, Any],
+        timeout: float | None,
+        call: Call | None,
+        planner: Planning,
+        restart: bool,
+        on_restart: OnRestart,
     ) -> Routed[Any]:
         """The async twin of `call` (a cancellation is handed over too: the plan records
         it and re-raises it)."""
-        trip, sent = self._trip(call), None
+        trip, sent = self._trip(timeout), None
         if trip is not None:
             try:
                 result = await transport.acall(
-                    call.endpoint.afunction, self.candidate.route, call.call_kwargs, call.group,
-                    trip.timeout, request_id=trip.id, attempt=1, wire=trip,
+                    self.endpoint.afunction, self.candidate.route, call_kwargs, self.group,
+                    timeout, request_id=trip.id, attempt=1, wire=trip,
                 )
             except BaseException as error:
                 sent = trip.sent(None, error)
             else:
-                routed = self._answered(call, trip, result)
+                routed = self._answered(trip, result)
                 if routed is not None:
                     return routed
                 sent = trip.sent(result, None)
-        plan = self._plan(call, build, trip, sent)
+        call, plan = self._plan(call_kwargs, call, planner, trip, sent)
         return await calls.acall(plan, call.endpoint, call.call_kwargs, restart, on_restart, sent)
 
-    def _trip(self, call: Call) -> _Trip | None:
+    def _trip(self, timeout: float | None) -> _Trip | None:
         """The lane's attempt, when the route admits it; None leaves the call to the plan."""
         started = self.clock.now()
         if not self.admits(started):
             return None
-        return _Trip(self.candidate, new_id(), started, call.timeout)
+        return _Trip(self.candidate, new_id(), started, timeout)
 
-    def _plan(self, call: Call, build: Build, trip: _Trip | None, sent: calls.Sent | None) -> Plan:
-        """The call's plan, holding the lane's attempt as its first when one was sent."""
-        plan = build(call, trip.id if trip is not None else new_id())
+    def _plan(
+        self,
+        call_kwargs: dict[str, Any],
+        call: Call | None,
+        planner: Planning,
+        trip: _Trip | None,
+        sent: calls.Sent | None,
+    ) -> tuple[Call, Plan]:
+        """The call and its plan, holding the lane's attempt as its first when one was
+        sent."""
+        if call is None:
+            call = planner.plain_call(self.group, call_kwargs)
+        plan = planner.build(call, trip.id if trip is not None else new_id())
         if sent is not None:
             plan.adopt(sent.send)
-        return plan
+        return call, plan
 
-    def _answered(self, call: Call, trip: _Trip, result: Any) -> Routed[Any] | None:
+    def _answered(self, trip: _Trip, result: Any) -> Routed[Any] | None:
         """The answer's records, as the plan's `answered` makes them. Only an answer to a
         request LiteLLM says it handed to the provider is kept here: a mock, its cache, or
         any answer it made some way nobody listed (None) is the plan's to settle."""
-        id, started = trip.id, trip.started
-        hidden = reading.hidden_of(result)
-        trip.cached = reading.hit_in(hidden)
+        usage: Usage | Counts | None
+        if self._counts:  # chat's reading: the common reply in one step
+            hidden, trip.cached, usage, model = reading.reply_of(result)
+        else:
+            hidden, usage, model = reading.hidden_of(result), None, reading.model_of(result)
+            trip.cached = reading.hit_in(hidden)
         if not trip.left:  # (an answer to a request that left is never `local`)
             return None
-        candidate, endpoint = self.candidate, call.endpoint
-        # The common reply's two counts, or the endpoint's whole reading of any other.
-        usage: Usage | Counts | None = None
-        if endpoint.usage is usage_of:
-            usage = reading.counts_of(result)
-        if usage is None:
+        id, candidate, endpoint = trip.id, self.candidate, self.endpoint
+        if usage is None:  # the endpoint's whole reading of any reply but the common one
             usage = endpoint.usage(result)
         # A success leaves a fresh record as it is (`Breaker.succeeded`): written only when
         # the route has something to forget. Read then skipped, it is as if this success
@@ -182,14 +234,15 @@ class Lane:
             change, op, made = self.book.succeeding(candidate.id, token, candidate.name)
             self.store.update_health(candidate.id, change, token=token, op=op)
             made()
-        elapsed = max(0.0, self.clock.now() - started)
+        elapsed = max(0.0, self.clock.now() - trip.started)
         # The plan's record (`outcomes.answer`), its fields made when first read.
-        attempt = answered(
-            candidate, call.group, id, endpoint.name, elapsed, usage, reading.model_of(result)
-        )
+        attempt = answered(candidate, self.group, id, endpoint.name, elapsed, usage, model)
         self.emit(attempt)
-        journey = journey_of(call.group, call.needs, (attempt,), candidate.name, elapsed, id)
-        return calls.stamped(result, candidate.route, journey, hidden)
+        journey = journey_of(self.group, self.needs, (attempt,), candidate.name, elapsed, id)
+        if type(hidden) is not dict:  # a text completion's HiddenParams model, or none
+            return calls.stamped(result, candidate.route, journey, hidden)
+        hidden["policy_router"] = journey
+        return routed_of(result, candidate.route, journey)
 
 
 class _Trip(Wire):
@@ -199,7 +252,9 @@ class _Trip(Wire):
     __slots__ = ("candidate", "id", "started", "timeout")
 
     def __init__(self, candidate: Candidate, id: str, started: float, timeout: float | None) -> None:
-        super().__init__()
+        # Wire's four fields as its __init__ sets them, in this one frame.
+        self.left = self.mocked = self.cached = False
+        self.user = None
         self.candidate, self.id, self.started, self.timeout = candidate, id, started, timeout
 
     def sent(self, result: Any, error: BaseException | None) -> calls.Sent:

@@ -21,7 +21,7 @@ from ..policies.requirements import Requirements
 from . import settings
 from .express import Call, Lane
 
-__all__ = ["PLAIN_KWARGS", "Known", "call_of", "is_plain"]
+__all__ = ["PLAIN_KWARGS", "Known", "call_of", "is_plain", "lane_of", "made"]
 
 PLAIN_KWARGS = frozenset(
     {
@@ -80,8 +80,33 @@ def call_of(
     settings.check_globals()
     if kwargs:
         check_call(kwargs)
+    return made(endpoint, group, known, {**kwargs, "messages": messages}, deadline, wait)
+
+
+def lane_of(known: Known | None, messages: Any, kwargs: Mapping[str, Any]) -> Lane | None:
+    """The express lane a plain call takes, checked as `call_of` checks it, when the call is
+    plain (`is_plain`) and `known` (what its group's first plain call left) has a lane;
+    else None, and nothing is checked."""
+    if known is None or known[3] is None or not is_plain(messages, kwargs):
+        return None
+    settings.check_globals()
+    if kwargs:
+        check_call(kwargs)
+    return known[3]
+
+
+def made(
+    endpoint: Endpoint,
+    group: str,
+    known: Known,
+    call_kwargs: dict[str, Any],
+    deadline: float | None,
+    wait: bool,
+) -> Call:
+    """The `Call` of a plain call to `group` whose keywords (messages included) are
+    `call_kwargs`, already checked."""
     candidates, needs, sifted, lane = known
     return Call(
-        endpoint, group, candidates, needs, {**kwargs, "messages": messages}, sifted,
-        deadline, None, None, wait, None, lane,
+        endpoint, group, candidates, needs, call_kwargs, sifted, deadline, None, None, wait,
+        None, lane,
     )

@@ -22,19 +22,13 @@ from ..core.journey import Explanation
 from ..core.plan import Plan
 from ..core.validate import REFUSED_KWARGS, check_call, check_policies_of, conflicts
 from ..endpoints import Endpoint
+from ..endpoints import endpoint as endpoint_named
 from ..ground.clock import Clock
 from ..ground.deadline import Deadline
 from ..ground.errors import ConfigError, NoRouteError
 from ..ground.records import Skip
 from ..ground.route import Route
-from ..policies.bounds import (
-    RequestFacts,
-    batch_size,
-    prediction_tokens,
-    prompt_bound,
-    reply_tokens,
-    unbounded_reason,
-)
+from ..policies.bounds import RequestFacts
 from ..policies.breaker import HealthBook
 from ..policies.budget import Ledger
 from ..policies.candidate import Candidate
@@ -51,8 +45,9 @@ from ..policies.order import (
 from ..policies.requirements import Requirements
 from ..policies.retry import Retry
 from ..state.store import Store
-from . import model_info, plain, settings
+from . import plain, settings
 from .express import Call, Lane
+from .facts import measured
 
 __all__ = ["POLICY_KWARGS", "Call", "Planner"]
 
@@ -199,31 +194,16 @@ class Planner:
         explaining: bool = False,
     ) -> RequestFacts | None:
         """Measure the request once, and only what a price decision needs: the token count
-        orders routes (and explains), the bounds hold the budget."""
+        orders routes (and explains), the bounds hold the budget (`facts.measured`)."""
         count = explaining or self.order_of(group) is Order.CHEAPEST
         if self.ledger is None and not count and group not in self._counted:
             return None
-        image_tokens = self.ledger.budget.image_tokens if self.ledger else 0
-        choices = [v for k in endpoint.choices if isinstance(v := kwargs.get(k), int)]
-        bounded = self.ledger is not None or group in self._counted
-        bound = (
-            prompt_bound(
-                kwargs,
-                image_tokens,
-                texts=endpoint.prompt,
-                schema_of=model_info.response_format_schema,
-            )
-            if bounded
-            else 0
-        )
-        return RequestFacts(
-            prompt_tokens=model_info.count_tokens(kwargs, endpoint.prompt) if count else 0,
-            prompt_bound=bound,
-            reply_tokens=reply_tokens(kwargs, *endpoint.reply_caps) if endpoint.generates else 0,
-            choices=max(choices) if choices else None,
-            reply_extra=prediction_tokens(kwargs),
-            batch=batch_size(kwargs, endpoint.batch),
-            unbounded=unbounded_reason(kwargs, endpoint.prompt) if bound is None else "",
+        return measured(
+            endpoint,
+            kwargs,
+            count=count,
+            bounded=self.ledger is not None or group in self._counted,
+            image_tokens=self.ledger.budget.image_tokens if self.ledger else 0,
         )
 
     def _ordering(
@@ -279,7 +259,7 @@ class Planner:
         key = (group, needs)
         entry = self._sifted.get(key)
         if entry is None:
-            entry = self._sift(key, candidates)
+            entry = self._sift(key, candidates, endpoint)
         if needs == self._plain_needs and endpoint.name == "chat" and group == model:
             self._plain[group] = (candidates, needs, *entry)
         timeout = call_kwargs.get("timeout")
@@ -291,18 +271,36 @@ class Planner:
         )
 
     def _sift(
-        self, key: tuple[str, Requirements], candidates: Sequence[Candidate]
+        self, key: tuple[str, Requirements], candidates: Sequence[Candidate], endpoint: Endpoint
     ) -> tuple[Sifted, Lane | None]:
         group, needs = key
         eligible, skips = sifted = sift(candidates, needs)
         lane = None
         # A Responses call may continue a conversation pinned to its route: planned.
         if group in self._express and eligible and not skips and needs.endpoint != "responses":
-            lane = Lane(eligible[0], self.health, self.store, self._clock, self._emit)
+            lane = Lane(
+                eligible[0], self.health, self.store, self._clock, self._emit, group, needs,
+                endpoint,
+            )
         if len(self._sifted) >= _SIFTED:
             self._sifted.clear()
         entry = self._sifted[key] = (sifted, lane)
         return entry
+
+    def express(
+        self, endpoint: str, model: str | None, messages: Any, kwargs: Mapping[str, Any]
+    ) -> Lane | None:
+        """The express lane of a plain chat call to a group whose plain calls take one (see
+        `lane`), checked as `prepare` checks it (`plain.lane_of`); None for any other call,
+        which `prepare` reads. Its `Call` is made (`plain_call`) only if the plan takes it."""
+        if endpoint != "chat" or not isinstance(model, str) or self._deadline:
+            return None
+        return plain.lane_of(self._plain.get(model), messages, kwargs)
+
+    def plain_call(self, group: str, call_kwargs: dict[str, Any]) -> Call:
+        """The `Call` `prepare` reads for a plain chat call to `group` with `call_kwargs`."""
+        known = self._plain[group]
+        return plain.made(endpoint_named("chat"), group, known, call_kwargs, None, self._wait)
 
     def lane(self, call: Call) -> Lane | None:
         """The express lane for `call` (see `drive.express`), or None when the call needs

@@ -16,6 +16,7 @@ __all__ = [
     "id_of",
     "is_hollow_first_chunk",
     "model_of",
+    "reply_of",
     "usage_of",
 ]
 
@@ -104,6 +105,27 @@ def is_hollow_first_chunk(chunk: Any) -> bool:
         ):
             return False
     return True
+
+
+def reply_of(response: Any) -> tuple[Any, bool, tuple[int, int] | None, str | None]:
+    """What the router reads of an answer, in one step for LiteLLM's common reply: its hidden
+    params (`hidden_of`), whether LiteLLM answered from its cache (`hit_in`), its prompt and
+    reply counts when its usage says nothing else (`counts_of`; None: read the endpoint's
+    usage), and the model it says answered (`model_of`). Any other object is read by those
+    functions, with the same result."""
+    fields = getattr(response, "__dict__", None)
+    private = getattr(response, "__pydantic_private__", None)
+    hidden = private.get("_hidden_params") if type(private) is dict else None
+    if type(fields) is not dict or type(hidden) is not dict or "model" not in fields:
+        hidden = hidden_of(response)
+        return hidden, hit_in(hidden), counts_of(response), model_of(response)
+    model = fields["model"]
+    return (
+        hidden,
+        hidden.get("cache_hit") is True,
+        counts_of(response),
+        model if isinstance(model, str) and model else None,
+    )
 
 
 def hidden_of(response: Any) -> Any:

@@ -29,6 +29,7 @@ __all__ = [
     "Observer",
     "fan_out",
     "read_attempts",
+    "router_emit",
     "read_skips",
     "to_pandas",
 ]
@@ -40,6 +41,16 @@ Observer = Callable[[object], None]
 _STEPS = (Skip, Attempt, Waited)
 
 
+def _dropped() -> bool:
+    """Whether loguru has already decided to drop this module's lines (the package is
+    disabled, as on import). Asking loguru itself costs its frame lookup and line-number
+    decoding, on every record; the decision is read where loguru 0.7 caches it per module
+    (`_core.enabled`, replaced whole by `enable`/`disable`). A loguru that keeps it
+    elsewhere reads as not dropped, and loguru decides."""
+    enabled = getattr(getattr(logger, "_core", None), "enabled", None)
+    return type(enabled) is dict and enabled.get(__name__) is False
+
+
 class LogObserver:
     """Loguru lines: a route's first rest of an outage at WARNING with the provider's own
     error text, later rests and every skip, attempt or wait for capacity at DEBUG (with the
@@ -48,13 +59,7 @@ class LogObserver:
     def __call__(self, record: object) -> None:
         log = logger
         if isinstance(record, _STEPS):  # the common record first
-            # Skipped when loguru has already decided to drop this module's lines (the
-            # package is disabled, as on import): asking it still costs its frame lookup and
-            # line-number decoding, on every call. The decision is read where loguru 0.7
-            # caches it per module (`_core.enabled`, replaced whole by `enable`/`disable`);
-            # a loguru that keeps it elsewhere reads as not dropped, and loguru decides.
-            enabled = getattr(getattr(log, "_core", None), "enabled", None)
-            if type(enabled) is dict and enabled.get(__name__) is False:
+            if _dropped():
                 return
             log.debug("policy_router: [{}] {}", record.journey_id, record)
         elif isinstance(record, RestOpened):
@@ -100,6 +105,37 @@ def fan_out(observers: Sequence[Observer]) -> Observer:
                     logger.warning(
                         "policy_router: observer {!r} raised {!r}; ignoring it", observer, error
                     )
+
+    return emit
+
+
+_KEPT = (Attempt, Skip)
+
+
+def router_emit(
+    keep: Callable[[tuple[float, object]], None], observers: Sequence[Observer]
+) -> Observer:
+    """The router's own observers, then `observers` (as `fan_out`): every record to its
+    `LogObserver`, and each attempt and skip, with the time, to `keep` (its history's,
+    `History.keep`). The two see every call, so they run in this one frame, the log
+    skipped while loguru drops its lines; a failure of theirs never fails a call either."""
+    log, others = LogObserver(), fan_out(observers) if observers else None
+    broken: list[Exception] = []
+
+    def emit(record: object) -> None:
+        try:
+            if isinstance(record, _KEPT):
+                keep((time.time(), record))
+            # `_dropped()`, read here: this frame runs for every attempt of every call.
+            enabled = getattr(getattr(logger, "_core", None), "enabled", None)
+            if type(enabled) is not dict or enabled.get(__name__) is not False:
+                log(record)
+        except Exception as error:  # as in fan_out: said once, the call goes on
+            if not broken:
+                broken.append(error)
+                logger.warning("policy_router: the router's log raised {!r}; ignoring it", error)
+        if others is not None:
+            others(record)
 
     return emit
 
