@@ -366,3 +366,46 @@ def test_a_breaker_of_another_kind_is_asked_even_for_a_route_with_no_record(
         with pytest.raises(NoRouteError, match="shut for maintenance"):
             router.completion(model="g", messages=MESSAGES)
     assert fake.requests("a") == fake.requests("b") == 0
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_an_embedding_is_answered_on_the_lane_with_the_plans_records(
+    fake: FakeProvider, use_async: bool
+) -> None:
+    """LiteLLM's embedding path never says a request left (it takes `logger_fn` and does
+    not call it): its answers are the provider's all the same, kept on the lane with the
+    records the plan makes, one attempt per request received."""
+    def routes() -> list[Route]:
+        return [
+            Route(f"openai/e{n}", group="e", api_base=fake.base_url, api_key=f"sk-test-{n}",
+                  capabilities={"embedding": True}, prices=prices(**{f"e{n}": "2"}))
+            for n in "ab"
+        ]
+
+    def embed(router: Router) -> Any:
+        if use_async:
+            return asyncio.run(router.aembedding(model="e", input=["hello there"]))
+        return router.embedding(model="e", input=["hello there"])
+
+    kept: list[object] = []
+    real = Lane._answered
+
+    def spied(self: Lane, *args: Any) -> Any:
+        routed = real(self, *args)
+        kept.append(routed is not None)
+        return routed
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Lane, "_answered", spied)
+        fast = [embed(Router(routes(), breaker=Breaker())) for _ in range(2)]
+    with pytest.MonkeyPatch.context() as patch:
+        _no_lane(patch)
+        planned = [embed(Router(routes(), breaker=Breaker())) for _ in range(2)]
+    assert kept == [True, True]
+    assert fake.requests("ea") == 4 and fake.requests("eb") == 0
+    for one, other in zip(fast, planned, strict=True):
+        a, b = one._hidden_params["policy_router"], other._hidden_params["policy_router"]
+        assert len(a.attempts) == len(b.attempts) == 1
+        assert a.attempts[0].cost == b.attempts[0].cost is not None
+        assert a.attempts[0].usage == b.attempts[0].usage
+        assert (a.attempts[0].sent, a.answered_by) == (b.attempts[0].sent, b.answered_by)

@@ -212,16 +212,18 @@ class Lane:
         return call, plan
 
     def _answered(self, trip: _Trip, result: Any) -> Routed[Any] | None:
-        """The answer's records, as the plan's `answered` makes them. Only an answer to a
-        request LiteLLM says it handed to the provider is kept here: a mock, its cache, or
-        any answer it made some way nobody listed (None) is the plan's to settle."""
+        """The answer's records, as the plan's `answered` makes them. An answer LiteLLM
+        made itself (a mock, its cache: `Wire.local`) is the plan's to settle (None); any
+        other came from the provider, as the plan reads it too. (LiteLLM's embedding path
+        takes `logger_fn` and never calls it: waiting for `left` sent every embedding
+        through the lane and then the plan, to the same records.)"""
         usage: Usage | Counts | None
         if self._counts:  # chat's reading: the common reply in one step
             hidden, trip.cached, usage, model = reading.reply_of(result)
         else:
             hidden, usage, model = reading.hidden_of(result), None, reading.model_of(result)
             trip.cached = reading.hit_in(hidden)
-        if not trip.left:  # (an answer to a request that left is never `local`)
+        if trip.local:
             return None
         id, candidate, endpoint = trip.id, self.candidate, self.endpoint
         if usage is None:  # the endpoint's whole reading of any reply but the common one
