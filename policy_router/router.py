@@ -15,11 +15,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from .config.assembly import assemble
+from .config.assembly import Assembly, assemble
 from .config.changes import Changes, Reconfigured, diff, forgotten
 from .config.inspection import Inspection
 from .core.journey import Explanation, Routed
 from .drive import calls
+from .drive.express import Call, Lane
 from .drive.face import LiteLLMFace
 from .drive.stream import StreamRestart
 from .endpoints import endpoint as endpoint_named
@@ -295,46 +296,40 @@ class Router(LiteLLMFace, Inspection):
     def _route(
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> Routed[Any]:
-        now = self._now  # read once: the request keeps this configuration to its end
-        if self._closed:
-            self._open()  # raises
-        planner = now.planner
-        lane = planner.express(endpoint, model, messages, kwargs)
-        if lane is not None:  # the common call, read in one pass (`Planner.express`)
-            return lane.call(
-                {**kwargs, "messages": messages}, None, None, planner, now.restart, now.on_restart
-            )
-        call = planner.prepare(endpoint_named(endpoint), model, messages, kwargs)
-        lane = planner.lane(call)
+        now, lane, call_kwargs, timeout, call = self._read(endpoint, model, messages, kwargs)
         if lane is not None:
-            return lane.call(
-                call.call_kwargs, call.timeout, call, planner, now.restart, now.on_restart
-            )
-        plan = planner.build(call)
-        return calls.call(plan, call.endpoint, call.call_kwargs, now.restart, now.on_restart)
+            return lane.call(call_kwargs, timeout, call, now.planner, now.restart, now.on_restart)
+        assert call is not None  # (no lane: the call was read in full)
+        plan = now.planner.build(call)
+        return calls.call(plan, call.endpoint, call_kwargs, now.restart, now.on_restart)
 
     def _aroute(
         self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
     ) -> Awaitable[Routed[Any]]:
         # A plain function returning the call's coroutine: read and checked now, by the
         # caller's own coroutine, and one frame fewer for every resumption of the call.
-        now = self._now
+        now, lane, call_kwargs, timeout, call = self._read(endpoint, model, messages, kwargs)
+        if lane is not None:
+            return lane.acall(call_kwargs, timeout, call, now.planner, now.restart, now.on_restart)
+        assert call is not None
+        plan = now.planner.build(call)
+        return calls.acall(plan, call.endpoint, call_kwargs, now.restart, now.on_restart)
+
+    def _read(
+        self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
+    ) -> tuple[Assembly, Lane | None, dict[str, Any], float | None, Call | None]:
+        """The call read and checked under the configuration it keeps to its end: the
+        express lane when it takes one, what LiteLLM is to get, the call's own timeout, and
+        the `Call` (None for a plain chat call on its lane, read in one pass)."""
+        now = self._now  # read once: the request keeps this configuration to its end
         if self._closed:
-            self._open()
+            self._open()  # raises
         planner = now.planner
         lane = planner.express(endpoint, model, messages, kwargs)
-        if lane is not None:
-            return lane.acall(
-                {**kwargs, "messages": messages}, None, None, planner, now.restart, now.on_restart
-            )
+        if lane is not None:  # the common call (`Planner.express`)
+            return now, lane, {**kwargs, "messages": messages}, None, None
         call = planner.prepare(endpoint_named(endpoint), model, messages, kwargs)
-        lane = planner.lane(call)
-        if lane is not None:
-            return lane.acall(
-                call.call_kwargs, call.timeout, call, planner, now.restart, now.on_restart
-            )
-        plan = planner.build(call)
-        return calls.acall(plan, call.endpoint, call.call_kwargs, now.restart, now.on_restart)
+        return now, planner.lane(call), call.call_kwargs, call.timeout, call
 
     def explain(
         self,

@@ -327,11 +327,8 @@ def test_the_lane_charges_the_routes_price_and_the_journey_adds_up(fake: FakePro
     assert routed.journey.id and attempt.journey_id == routed.journey.id
 
 
-def test_the_lane_keeps_only_answers_litellm_says_it_sent(
-    fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Real requests over HTTP are answered on the lane, sync and async; an answer LiteLLM
-    made without sending (a mock) is left to the plan: what nobody listed goes the long way."""
+def _kept_by_lane(patch: pytest.MonkeyPatch) -> list[bool]:
+    """For each answer the lane is given, from now on: whether it kept it (else the plan)."""
     kept: list[bool] = []
     real = Lane._answered
 
@@ -340,7 +337,16 @@ def test_the_lane_keeps_only_answers_litellm_says_it_sent(
         kept.append(routed is not None)
         return routed
 
-    monkeypatch.setattr(Lane, "_answered", spied)
+    patch.setattr(Lane, "_answered", spied)
+    return kept
+
+
+def test_the_lane_keeps_every_answer_but_the_ones_litellm_made_itself(
+    fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real requests over HTTP are answered on the lane, sync and async; an answer LiteLLM
+    made without sending (a mock) is left to the plan, which bills and tells nothing."""
+    kept = _kept_by_lane(monkeypatch)
     router = Router([fake_route(fake, "a"), fake_route(fake, "b")], breaker=Breaker())
     router.completion(model="g", messages=MESSAGES)
     asyncio.run(router.acompletion(model="g", messages=MESSAGES))
@@ -387,16 +393,8 @@ def test_an_embedding_is_answered_on_the_lane_with_the_plans_records(
             return asyncio.run(router.aembedding(model="e", input=["hello there"]))
         return router.embedding(model="e", input=["hello there"])
 
-    kept: list[object] = []
-    real = Lane._answered
-
-    def spied(self: Lane, *args: Any) -> Any:
-        routed = real(self, *args)
-        kept.append(routed is not None)
-        return routed
-
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Lane, "_answered", spied)
+        kept = _kept_by_lane(patch)
         fast = [embed(Router(routes(), breaker=Breaker())) for _ in range(2)]
     with pytest.MonkeyPatch.context() as patch:
         _no_lane(patch)
@@ -409,3 +407,26 @@ def test_an_embedding_is_answered_on_the_lane_with_the_plans_records(
         assert a.attempts[0].cost == b.attempts[0].cost is not None
         assert a.attempts[0].usage == b.attempts[0].usage
         assert (a.attempts[0].sent, a.answered_by) == (b.attempts[0].sent, b.answered_by)
+
+
+def test_an_embedding_the_provider_fails_is_counted_sent_and_rests_its_route(
+    fake: FakeProvider,
+) -> None:
+    """With no word from LiteLLM that an embedding left (see above), a provider's 500 still
+    counts as sent, as the error's own chain says: the route rests, the next one answers,
+    and the journey's attempts are the requests received."""
+    fake.script("ea", Fail(500))
+    router = Router(
+        [
+            Route(f"openai/e{n}", group="e", api_base=fake.base_url, api_key=f"sk-test-{n}",
+                  capabilities={"embedding": True})
+            for n in "ab"
+        ],
+        breaker=Breaker(failures=1),
+    )
+    journey = router.embedding(model="e", input=["hello"])._hidden_params["policy_router"]
+    assert [(a.route, a.outcome, a.sent) for a in journey.attempts] == [
+        ("openai/ea", "server_error", True), ("openai/eb", "answered", True)
+    ]
+    assert fake.requests("ea") == fake.requests("eb") == 1
+    assert router.health()["openai/ea"].state == "open"

@@ -128,13 +128,8 @@ class Lane:
         return h.state == "closed" and self.book.admits_as_is(h, now)
 
     def call(
-        self,
-        call_kwargs: dict[str, Any],
-        timeout: float | None,
-        call: Call | None,
-        planner: Planning,
-        restart: bool,
-        on_restart: OnRestart,
+        self, call_kwargs: dict[str, Any], timeout: float | None, call: Call | None,
+        planner: Planning, restart: bool, on_restart: OnRestart,
     ) -> Routed[Any]:
         """Send a call to the route and return its answer, as `calls.call` would.
 
@@ -160,13 +155,8 @@ class Lane:
         return calls.call(plan, call.endpoint, call.call_kwargs, restart, on_restart, sent)
 
     async def acall(
-        self,
-        call_kwargs: dict[str, Any],
-        timeout: float | None,
-        call: Call | None,
-        planner: Planning,
-        restart: bool,
-        on_restart: OnRestart,
+        self, call_kwargs: dict[str, Any], timeout: float | None, call: Call | None,
+        planner: Planning, restart: bool, on_restart: OnRestart,
     ) -> Routed[Any]:
         """The async twin of `call` (a cancellation is handed over too: the plan records
         it and re-raises it)."""
