@@ -244,9 +244,7 @@ class _Trip(Wire):
     __slots__ = ("candidate", "id", "started", "timeout")
 
     def __init__(self, candidate: Candidate, id: str, started: float, timeout: float | None) -> None:
-        # Wire's four fields as its __init__ sets them, in this one frame.
-        self.left = self.mocked = self.cached = False
-        self.user = None
+        Wire.__init__(self)
         self.candidate, self.id, self.started, self.timeout = candidate, id, started, timeout
 
     def sent(self, result: Any, error: BaseException | None) -> calls.Sent:

@@ -77,9 +77,7 @@ def call_of(
 ) -> Call:
     """The `Call` the full reading would return for a plain call to `group` (see
     `is_plain`): LiteLLM's settings and the counted arguments checked as there."""
-    settings.check_globals()
-    if kwargs:
-        check_call(kwargs)
+    _check(kwargs)
     return made(endpoint, group, known, {**kwargs, "messages": messages}, deadline, wait)
 
 
@@ -89,9 +87,7 @@ def lane_of(known: Known | None, messages: Any, kwargs: Mapping[str, Any]) -> La
     else None, and nothing is checked."""
     if known is None or known[3] is None or not is_plain(messages, kwargs):
         return None
-    settings.check_globals()
-    if kwargs:
-        check_call(kwargs)
+    _check(kwargs)
     return known[3]
 
 
@@ -110,3 +106,11 @@ def made(
         endpoint, group, candidates, needs, call_kwargs, sifted, deadline, None, None, wait,
         None, lane,
     )
+
+
+def _check(kwargs: Mapping[str, Any]) -> None:
+    """What the full reading checks of a plain call: LiteLLM's globals, and the counted
+    arguments (`check_call`) when there are any."""
+    settings.check_globals()
+    if kwargs:
+        check_call(kwargs)

@@ -8,7 +8,7 @@ a failure means (`failures`) and which credentials are missing (`credentials`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -137,24 +137,6 @@ def call(
     return getattr(litellm, function)(**merged)
 
 
-def acall(
-    function: str,
-    route: Route,
-    kwargs: Mapping[str, Any],
-    group: str,
-    timeout: float | None = None,
-    *,
-    request_id: str = "",
-    attempt: int = 0,
-    wire: Wire | None = None,
-) -> Awaitable[Any]:
-    """One request through LiteLLM's async `function` (`acompletion`, `aembedding`, ...):
-    LiteLLM's own awaitable, to await (a coroutine of ours around it would only add a
-    frame every resumption of the call passes through)."""
-    merged = _kwargs(route, kwargs, group, timeout, request_id, attempt, wire)
-    return getattr(litellm, function)(**merged)  # type: ignore[no-any-return]
-
-
 def send(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> Any:
     """`plan`'s request sent as `sent` says: to its route, within its timeout, labelled for
     LiteLLM's callbacks with the plan's group and id and the attempt's number."""
@@ -170,15 +152,8 @@ def send(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> An
     )
 
 
-def asend(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> Awaitable[Any]:
-    """The async twin of `send`: LiteLLM's awaitable."""
-    return acall(
-        function,
-        sent.route,
-        kwargs,
-        plan.group,
-        sent.timeout,
-        request_id=plan.id,
-        attempt=sent.attempt,
-        wire=sent.wire,
-    )
+# The async twins are the same functions: given LiteLLM's async function (`acompletion`,
+# `aembedding`, ...), they return its awaitable, to await; a coroutine of ours around it
+# would only add a frame every resumption of the call passes through.
+acall: Callable[..., Awaitable[Any]] = call
+asend: Callable[..., Awaitable[Any]] = send

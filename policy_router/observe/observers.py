@@ -109,26 +109,18 @@ def fan_out(observers: Sequence[Observer]) -> Observer:
     return emit
 
 
-_KEPT = (Attempt, Skip)
-
-
-def router_emit(
-    keep: Callable[[tuple[float, object]], None], observers: Sequence[Observer]
-) -> Observer:
+def router_emit(history: Observer, observers: Sequence[Observer]) -> Observer:
     """The router's own observers, then `observers` (as `fan_out`): every record to its
-    `LogObserver`, and each attempt and skip, with the time, to `keep` (its history's,
-    `History.keep`). The two see every call, so they run in this one frame, the log
-    skipped while loguru drops its lines; a failure of theirs never fails a call either."""
+    `history` and to a `LogObserver`, asked only while loguru keeps the package's lines.
+    The two see every attempt of every call, so they are told in this one frame; a failure
+    of theirs never fails a call either (said once)."""
     log, others = LogObserver(), fan_out(observers) if observers else None
     broken: list[Exception] = []
 
     def emit(record: object) -> None:
         try:
-            if isinstance(record, _KEPT):
-                keep((time.time(), record))
-            # `_dropped()`, read here: this frame runs for every attempt of every call.
-            enabled = getattr(getattr(logger, "_core", None), "enabled", None)
-            if type(enabled) is not dict or enabled.get(__name__) is not False:
+            history(record)
+            if not _dropped():
                 log(record)
         except Exception as error:  # as in fan_out: said once, the call goes on
             if not broken:

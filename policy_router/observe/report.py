@@ -16,7 +16,7 @@ import math
 import re
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -253,13 +253,10 @@ class History:
 
     def __init__(self, size: int = HISTORY) -> None:
         self._records: deque[tuple[float, Attempt | Skip]] = deque(maxlen=size)
-        self.keep: Callable[[tuple[float, Any]], None] = self._records.append
-        """Keep `(time.time(), record)` for an attempt or a skip, as a call does, with no
-        check (the router's emit makes it: `observers.router_emit`)."""
 
     def __call__(self, record: object) -> None:
         if isinstance(record, (Attempt, Skip)):  # a tuple: a union is built at every call
-            self.keep((time.time(), record))
+            self._records.append((time.time(), record))
 
     def report(self, since: float | None = None) -> Report:
         # One C call under the GIL: a consistent snapshot while other threads append, with
