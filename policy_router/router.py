@@ -203,6 +203,8 @@ class Router(LiteLLMFace, Inspection):
             after = assemble({**before.args, **changes}, before)
             found = diff(before.routes, before.args["order"], after.routes, after.args["order"])
             for gone in forgotten(before.routes, after.routes):
+                if before.health is not None:
+                    before.health.retired.add(gone)  # requests in flight write nothing of it
                 after.store.reset_health(gone)
             self._now = after
             if after.observers is not before.observers:

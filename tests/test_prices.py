@@ -240,7 +240,10 @@ def test_rows_imported_from_litellm_are_marked_and_exact() -> None:
     """from_litellm converts LiteLLM's per-token floats to exact per-million rates."""
     table = PriceTable.from_litellm(["openai/gpt-4o-mini"], as_of="2026-11-29")
     assert "model_cost map (imported)" in table.source
-    assert table.rows["openai/gpt-4o-mini"] == Price("0.15", "0.6", cache_read="0.075")
+    assert table.rows["openai/gpt-4o-mini"] == Price(
+        "0.15", "0.6", cache_read="0.075",
+        priority={"input": "0.25", "output": "1", "cache_read": "0.125"},
+    )
     with pytest.raises(ConfigError, match="no prices for 'my-own' for provider 'openai'"):
         PriceTable.from_litellm(["openai/my-own"], as_of="2026-11-29")
 

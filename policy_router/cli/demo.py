@@ -12,6 +12,7 @@ vendor, the budget refusing before sending) and what was spent.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,7 +21,7 @@ from ..ground.errors import PolicyRouterError
 from ..ground.reach import Reach
 from ..ground.route import Route
 from ..policies.breaker import Breaker
-from ..policies.budget import Budget
+from ..policies.budget import Budget, Spending
 from ..policies.order import Order
 from ..policies.price_table import PriceTable
 from ..router import Router
@@ -97,8 +98,8 @@ def demo(out: Callable[[str], None] = print) -> int:
             return lambda: router.route(model="smart", messages=ASK, max_tokens=200, **kw)
 
         def slow() -> Routed[Any]:
-            # Longer than the demo runs, so the abandoned call never settles before the
-            # spend is read; FakeProvider lets it go when the demo ends.
+            # The provider never answers; the attempt's own timeout (the deadline's length)
+            # ends the abandoned call soon after, and it is charged its reservation then.
             fake.script("vendor-b", Hang(60.0, Reply("too late")))
             return router.route(
                 model="smart", messages=ASK, tools=TOOLS, max_tokens=200, deadline=_DEADLINE
@@ -143,15 +144,30 @@ def demo(out: Callable[[str], None] = print) -> int:
         for row in rows:
             out("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4])
         out("")
-        spent = router.spending()
+        spent = _settled(router)
         resting = ", ".join(f"{n} ({s:.0f} s left)" for n, s in router.resting().items())
         out(f"Spent {spent.spent} of {spent.cap} in {spent.calls} calls; resting: {resting or '-'}")
+        out(
+            "  (the call the deadline cut is among them, charged its reservation: the provider "
+            "had it and may bill it)"
+        )
         out(
             f"FakeProvider received {fake.requests()} requests: "
             + ", ".join(f"{m} {fake.requests(m)}" for m in _PRICES)
             + " (the sent column, to the request)"
         )
     return 0
+
+
+def _settled(router: Router, patience: float = 20.0) -> Spending:
+    """The spending once no call is in flight (the one the deadline abandoned ends at its
+    own timeout), or as it stands after `patience` seconds."""
+    ends = time.monotonic() + patience
+    spent = router.spending()
+    while spent.in_flight and time.monotonic() < ends:
+        time.sleep(0.05)
+        spent = router.spending()
+    return spent
 
 
 def _why(journey: Journey) -> str:

@@ -96,20 +96,31 @@ def from_environment(
 ) -> tuple[str, ...]:
     """The values `params` reads from `os.environ/NAME` references: secrets, whatever the
     keyword that holds them is called, so the router scrubs them from every output."""
-    found = []
-    for value in params.values():
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
         if isinstance(value, str) and value.startswith(ENV_PREFIX):
             name = value.removeprefix(ENV_PREFIX)
             resolved = (env or {}).get(name) or os.environ.get(name)
             if resolved:
                 found.append(resolved)
+        elif isinstance(value, Mapping):
+            for inner in value.values():
+                walk(inner)
+        elif isinstance(value, list | tuple):
+            for inner in value:
+                walk(inner)
+
+    for value in params.values():
+        walk(value)
     return tuple(found)
 
 
 def secret(
     value: Any, where: str, missing: list[str], env: Mapping[str, str] | None = None
 ) -> Any:
-    """Resolve `os.environ/NAME` (from the config's own `environment_variables` first);
+    """Resolve `os.environ/NAME` (from the config's own `environment_variables` first), at
+    any depth: inside `extra_headers: {Authorization: os.environ/KEY}` or a list as well;
     record a variable that is not set rather than guess."""
     if isinstance(value, str) and value.startswith(ENV_PREFIX):
         name = value.removeprefix(ENV_PREFIX)
@@ -117,6 +128,10 @@ def secret(
         if resolved is None:
             missing.append(f"{where}: environment variable {name} is not set")
         return resolved
+    if isinstance(value, Mapping):
+        return {k: secret(v, f"{where}.{k}", missing, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [secret(v, f"{where}[{i}]", missing, env) for i, v in enumerate(value)]
     return value
 
 

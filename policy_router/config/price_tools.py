@@ -18,7 +18,7 @@ from pathlib import Path
 from ..ground import catalog
 from ..ground.money import MICROS
 from ..policies.price_table import PriceTable
-from ..policies.prices import RATES, Price
+from ..policies.prices import RATES, TIERS, Price
 
 __all__ = ["Change", "Diff", "diff", "import_litellm", "to_toml"]
 
@@ -75,6 +75,11 @@ def to_toml(table: PriceTable, header: Sequence[str] = ()) -> str:
             lines.append(f'as_of = "{price.as_of.isoformat()}"')
         if price.source is not None:
             lines.append(f'source = "{price.source}"')
+        for tier, priced in price.tiers.items():
+            # A tier's own rates only: what it does not set is the row's.
+            own = {n: r for n, r in priced.rates().items() if rates.get(n) != r}
+            lines += ["", f'[models."{model}".{tier}]']
+            lines += [f'{n} = "{_rate(r)}"' for n, r in own.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -129,15 +134,15 @@ class Diff:
 
 def diff(old: PriceTable, new: PriceTable) -> Diff:
     """Every rate (and long-context threshold) that differs, model by model."""
-    fields = (*RATES, "long_above")
+    fields = (*RATES, "long_above", *(f"{t}.{r}" for t in TIERS for r in RATES))
     changes: list[Change] = []
     unchanged = 0
     for model in old.rows.keys() & new.rows.keys():
         a, b = old.rows[model], new.rows[model]
         moved = [
-            Change(model, f, getattr(a, f), getattr(b, f))
+            Change(model, f, _field(a, f), _field(b, f))
             for f in fields
-            if getattr(a, f) != getattr(b, f)
+            if _field(a, f) != _field(b, f)
         ]
         changes += moved
         unchanged += not moved
@@ -149,6 +154,16 @@ def diff(old: PriceTable, new: PriceTable) -> Diff:
         tuple(m for m in old.rows if m not in new.rows),
         unchanged,
     )
+
+
+def _field(price: Price, name: str) -> int | None:
+    """A rate of the row, or of one of its tiers (`priority.input`)."""
+    tier, _, rate = name.rpartition(".")
+    if tier:
+        priced = price.tiers.get(tier)
+        return None if priced is None else getattr(priced, rate)
+    value: int | None = getattr(price, rate)
+    return value
 
 
 def write(table: PriceTable, path: Path, header: Sequence[str] = ()) -> None:

@@ -15,7 +15,7 @@ the breaker's own steps, one at a time, as are a refusal's reason and every fail
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..ground.errors import StoreUnavailableError
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..policies.prices import Price
     from ..state.store import Store
 
-__all__ = ["Admitted", "Gate", "Send", "listed_cost"]
+__all__ = ["Admitted", "Gate", "Send", "held_of", "listed_cost"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +220,7 @@ class Gate:
         """An answered attempt's settlement: its hold settled to what it cost, its rate
         slot kept at `tokens`, and a success for the breaker; one store operation where the
         store can. Returns what it was charged, as `settle` does."""
-        candidate, held = send.candidate, send.held
+        candidate, held = send.candidate, held_of(send)
         if not self.at_once:
             cost = yield from self.settle(candidate, held, usage)
             yield from self.end_slot(candidate.id, send.token, send.slot_tokens, tokens)
@@ -261,6 +261,15 @@ class Gate:
         """Release the attempt's hold: nothing was billed."""
         if held is not None and self.ledger is not None:
             yield from self.ledger.release(held)
+
+
+def held_of(send: Send) -> Reservation | None:
+    """What `send` holds, marked unbounded when the checkpoint found the body as sent to
+    have no finite bound and let it go (the budget then counts overshoot possible)."""
+    held = send.held
+    if held is not None and held.bounded and send.wire.unbounded:
+        return replace(held, bounded=False)
+    return held
 
 
 def listed_cost(candidate: Candidate, usage: Usage | None) -> Money | None:

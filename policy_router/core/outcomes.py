@@ -22,10 +22,11 @@ from ..ground.money import Money, Usage
 from ..ground.outcome import Fault, FaultKind
 from ..ground.records import Check, Skip
 from ..ground.route import Route
+from ..ground.secrets import Scrubber, wire_secrets
 from ..policies import continuity
 from ..policies.candidate import Candidate
 from ..state.store import Steps
-from .gate import Gate, Send
+from .gate import Gate, Send, held_of
 from .journey import Attempt, Waited
 
 if TYPE_CHECKING:
@@ -60,6 +61,19 @@ class Outcomes:
     _answered: Candidate | None
     _stop: Fault | None
     _last_fault: Fault | None
+    scrubber: Scrubber
+
+    def _redact(self, send: Send, text: str) -> str:
+        """`text` without any secret the request knows of, those the attempt carried on
+        the wire included (learned now: only a failure is ever redacted)."""
+        details = send.wire.details
+        if details is not None:
+            self.scrubber.learn(wire_secrets(details))
+        return self.scrubber.redact(text)
+
+    def _redacted(self, send: Send, fault: Fault) -> Fault:
+        """The fault with every secret taken out of its text, for the health record."""
+        return replace(fault, message=self._redact(send, fault.message))
 
     def _id_of(self, name: str) -> str:
         raise NotImplementedError  # the plan knows its routes
@@ -146,7 +160,13 @@ class Outcomes:
         fault is about the request (every route would fail alike) or moves on when it is
         about the route (a missing key).
         """
-        yield from self._release(send)
+        cost = None
+        if fault.sent and fault.billed:
+            # It may have been billed (a timeout, a connection dropped after the write): the
+            # budget charges its reservation, counted as unmeasured, so the cap still holds.
+            cost = yield from self._settle(send, None)
+        else:
+            yield from self._release(send)
         self._last_fault = fault
         # A request the provider received counts in its window, even refused.
         yield from self._end_slot(send, send.slot_tokens if fault.sent else None)
@@ -164,22 +184,27 @@ class Outcomes:
                 Skip(
                     send.route.name,
                     Check.SEND,
-                    send.route.redact(fault.message),
+                    self._redact(send, fault.message),
                     {"about": fault.kind.about},
                 )
             )
             if not fault.kind.falls_through:
                 self._stop = fault
+            elif self.deadline is not None and self.deadline.passed():
+                self.expired = True  # cut by the deadline before it left: the deadline's error
             return
         then = self._after(send, fault)
 
         def record(rested: float) -> None:
-            self._record(replace(self._failure(send, fault, then), rested=rested))
+            self._record(replace(self._failure(send, fault, then, cost), rested=rested))
 
         yield from self._fault_seen(send, fault, record)
 
-    def abandoned(self, send: Send) -> None:
-        """The deadline passed while a sync call was still running on its worker.
+    def abandoned(
+        self, send: Send, then: str = "abandoned at the deadline; settles when it ends"
+    ) -> None:
+        """The deadline passed (or the caller was interrupted, `then` says) while a sync
+        call was still running on its worker.
 
         Its reservation stays held and its health unrecorded: `settle_late` settles both
         when the abandoned call ends.
@@ -187,7 +212,7 @@ class Outcomes:
         self.expired = True
         fault = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")
         self._last_fault = fault
-        self._record(self._failure(send, fault, "abandoned at the deadline; settles when it ends"))
+        self._record(self._failure(send, fault, then))
 
     def cancelled(self, send: Send, *, sent: bool) -> Steps[None]:
         """The caller cancelled the request during this attempt (an async task cancelled).
@@ -216,10 +241,13 @@ class Outcomes:
             if self._health is not None:
                 yield from self._health.succeeded(send.route.id, send.token, send.route.name)
         else:
-            yield from self._release(send)
+            if fault.billed:
+                yield from self._settle(send, None)  # it may have been billed: charged
+            else:
+                yield from self._release(send)
             if self._health is not None:
                 yield from self._health.failed(
-                    send.route.id, _redacted(send, fault), self._clock.now(), send.token,
+                    send.route.id, self._redacted(send, fault), self._clock.now(), send.token,
                     label=send.route.name,
                 )
 
@@ -230,7 +258,7 @@ class Outcomes:
         ordering."""
         if self._health is not None:
             yield from self._health.failed(
-                send.route.id, _redacted(send, fault), self._clock.now(), send.token, record,
+                send.route.id, self._redacted(send, fault), self._clock.now(), send.token, record,
                 send.route.name,
             )
         else:
@@ -273,7 +301,7 @@ class Outcomes:
         rested = 0.0
         if self._health is not None:
             rested = yield from self._health.failed(
-                send.route.id, _redacted(send, fault), self._clock.now(), send.token,
+                send.route.id, self._redacted(send, fault), self._clock.now(), send.token,
                 label=send.route.name,
             )
         self._answered = None
@@ -295,7 +323,7 @@ class Outcomes:
             send.route.name,
             fault.kind.value,
             status=fault.status,
-            error=send.route.redact(fault.message),
+            error=self._redact(send, fault.message),
             elapsed=self._since(send),
             wait=send.wait,
             then=then,
@@ -315,7 +343,7 @@ class Outcomes:
         return False
 
     def _settle(self, send: Send, usage: Usage | None) -> Steps[Money | None]:
-        return self._gate.settle(send.candidate, send.held, usage)
+        return self._gate.settle(send.candidate, held_of(send), usage)
 
     def _release(self, send: Send) -> Steps[None]:
         return self._gate.release(send.held)
@@ -353,7 +381,3 @@ def answer(
         sent, model, group, journey_id, 0.0, route.id, endpoint, None,
     )
 
-
-def _redacted(send: Send, fault: Fault) -> Fault:
-    """The fault with the route's secrets taken out of its text, for the health record."""
-    return replace(fault, message=send.route.redact(fault.message))

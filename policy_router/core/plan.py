@@ -22,16 +22,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..ground.clock import Clock
 from ..ground.errors import StoreUnavailableError
 from ..ground.ids import new_id
-from ..ground.outcome import Fault
+from ..ground.outcome import Fault, Wire
 from ..ground.records import Check, Skip
 from ..ground.route import Route
-from ..ground.secrets import scrub_exception
+from ..ground.secrets import Scrubber
 from ..policies import continuity
-from ..policies.budget import Ledger, RequestFacts
+from ..policies.budget import Ledger, RequestFacts, Reservation
 from ..policies.candidate import Candidate
 from ..policies.requirements import Requirements
 from ..state.memory import InMemoryStore
 from ..state.store import Health, Steps, Store, StoreCall, StoreDeadline, perform
+from .checkpoint import Checkpoint
 from .checks import Ordering, sift
 from .events import AttemptStarted, RequestEnded, RequestStarted
 from .gate import Gate, Send
@@ -54,6 +55,7 @@ T = TypeVar("T")
 # Jitter for retry waits, shared: seeding a Random for every plan cost ~14 us a request,
 # and jitter needs no stream of its own (Random's methods are safe across threads).
 _JITTER = random.Random()
+_LONGEST_TIMEOUT = 86_400.0
 
 
 class Plan(Outcomes):
@@ -99,8 +101,10 @@ class Plan(Outcomes):
     ) -> None:
         self.group = group
         self.operation = operation
-        # Every secret of the group's routes: taken out of whatever the request raises.
-        self._secrets = (
+        # Every secret of the group's routes and of the call (the planner's `secrets`), and
+        # those its attempts put on the wire and the environment holds: taken out of
+        # whatever the request records or raises.
+        self.scrubber = Scrubber(
             secrets
             if secrets is not None
             else tuple(sorted({x for c in candidates for x in c.route.secrets}, key=len, reverse=True))
@@ -268,7 +272,8 @@ class Plan(Outcomes):
                 # worker), so LiteLLM is given the deadline's length, not the time left:
                 # LiteLLM keys its cached HTTP client by `timeout`, and a value that changed
                 # on every call built a new client and connection for each one.
-                length = self.deadline.seconds
+                # A deadline of years (`1e10`) is no timeout an HTTP client can hold: a day is.
+                length = min(self.deadline.seconds, _LONGEST_TIMEOUT)
                 timeout = length if timeout is None else min(timeout, length)
             self._tried_in_round = True
             self._attempts += 1
@@ -291,8 +296,27 @@ class Plan(Outcomes):
                 token,
                 slot,
                 self._attempts,
+                self._wire(candidate, held),
             )
         return None
+
+    def _wire(self, candidate: Candidate, held: Reservation | None) -> Wire:
+        """The attempt's wire, with a checkpoint when a promise is to be judged there: the
+        on-device floor, or a reservation the body as sent must not outgrow."""
+        floor = self.needs.on_device
+        if not floor and (held is None or held.price is None):
+            return Wire()
+        ledger = self._ledger
+        return Wire(
+            Checkpoint(
+                candidate,
+                floor=floor,
+                held=held,
+                facts=self._facts,
+                strict=ledger is not None and ledger.budget.strict,
+                currency=ledger.currency if ledger is not None else "USD",
+            )
+        )
 
     # -- waiting for capacity ---------------------------------------------------------------
     def capacity_wait(self) -> float | None:
@@ -352,12 +376,13 @@ class Plan(Outcomes):
             self._frame(RequestEnded(self.journey, None if error is None else type(error).__name__))
 
     def scrub(self, error: BaseException) -> BaseException:
-        """`error` with every secret of the group's routes taken out (see `ground.secrets`)."""
-        return scrub_exception(error, self._secrets)
+        """`error` with every secret the request knows of taken out (see `ground.secrets`):
+        its routes', its call's, what its attempts carried on the wire, the environment's."""
+        return self.scrubber.scrub(error)
 
     def error(self, last: BaseException | None) -> BaseException:
         """The exception to raise when the request ends unanswered (see `unanswered`),
-        scrubbed of every secret the group's routes hold, its chain included."""
+        scrubbed of every secret the request knows of, its chain included."""
         return self.scrub(unanswered(
             self.journey,
             last,

@@ -11,11 +11,11 @@ from ..core.journey import Journey, Routed, routed_of
 from ..core.plan import Plan
 from ..endpoints import Endpoint, reading
 from ..ground.route import Route
-from . import transport
+from . import failures, transport
 from .loops import adrive, drive
 from .stream import StreamRestart, astream, stream
 
-__all__ = ["Sent", "acall", "call", "finish", "stamped"]
+__all__ = ["Sent", "acall", "answer_of", "call", "finish", "stamped"]
 
 OnRestart = Callable[[StreamRestart], None] | None
 
@@ -51,7 +51,7 @@ def call(
     def open_(send: Send) -> Any:
         if sent is not None and send is sent.send:
             return sent.outcome()
-        return transport.send(spec.function, kwargs, plan, send)
+        return answer_of(spec, send, transport.send(spec.function, kwargs, plan, send))
 
     response, send = drive(plan, open_, usage=spec.usage)
     return finish(response, send, plan)
@@ -72,10 +72,18 @@ async def acall(
     async def open_(send: Send) -> Any:
         if sent is not None and send is sent.send:
             return sent.outcome()
-        return await transport.asend(spec.afunction, kwargs, plan, send)
+        return answer_of(spec, send, await transport.asend(spec.afunction, kwargs, plan, send))
 
     response, send = await adrive(plan, open_, usage=spec.usage)
     return finish(response, send, plan)
+
+
+def answer_of(spec: Endpoint, send: Send, response: Any) -> Any:
+    """`response`, or the provider's fault when it is an answer that says nothing (a 200
+    with `choices: []`): raised as `failures.EmptyAnswerError`, so the next route is asked."""
+    if spec.empty is not None and spec.empty(response):
+        raise failures.empty_answer(send.route)
+    return response
 
 
 def finish(response: Any, send: Send, plan: Plan) -> Routed[Any]:

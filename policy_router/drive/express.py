@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..core.checkpoint import Checkpoint
 from ..core.deferred import Counts, answered
 from ..core.gate import Send
 from ..core.journey import Routed, journey_of, routed_of
@@ -40,7 +41,7 @@ from ..policies.candidate import Candidate
 from ..policies.requirements import Requirements
 from ..policies.retry import Retry
 from ..state.store import FRESH, Store
-from . import calls, transport
+from . import calls, failures, transport
 
 if TYPE_CHECKING:
     from ..core.plan import Plan
@@ -88,7 +89,8 @@ class Lane:
     set of needs (its `Planner` keys lanes by both), so one endpoint."""
 
     __slots__ = (
-        "_counts", "_fresh", "book", "candidate", "clock", "emit", "endpoint", "group", "needs", "store",
+        "_counts", "_fresh", "_judge", "book", "candidate", "clock", "emit", "endpoint", "group",
+        "needs", "store",
     )
 
     def __init__(
@@ -116,6 +118,9 @@ class Lane:
         # `Breaker.admit` admits a closed record unchanged, so a route with no record at all
         # (the healthy one) needs no asking; a breaker of another kind is always asked.
         self._fresh = book is not None and type(book.breaker).admit is Breaker.admit
+        # Under the on-device floor every attempt is checked at the wire (where LiteLLM
+        # really sends it, through which proxy); the checkpoint holds nothing per call.
+        self._judge = Checkpoint(candidate, floor=True) if needs.on_device else None
 
     def admits(self, now: float) -> bool:
         """Whether the breaker admits the route at `now` as the gate's one-step admission
@@ -146,10 +151,10 @@ class Lane:
             except BaseException as error:
                 sent = trip.sent(None, error)
             else:
-                routed = self._answered(trip, result)
-                if routed is not None:
-                    return routed
-                sent = trip.sent(result, None)
+                kept = self._settled(trip, result)
+                if not isinstance(kept, calls.Sent):
+                    return kept
+                sent = kept
         # Outside the except block: what the plan raises next is not chained to this error.
         call, plan = self._plan(call_kwargs, call, planner, trip, sent)
         return calls.call(plan, call.endpoint, call.call_kwargs, restart, on_restart, sent)
@@ -170,19 +175,29 @@ class Lane:
             except BaseException as error:
                 sent = trip.sent(None, error)
             else:
-                routed = self._answered(trip, result)
-                if routed is not None:
-                    return routed
-                sent = trip.sent(result, None)
+                kept = self._settled(trip, result)
+                if not isinstance(kept, calls.Sent):
+                    return kept
+                sent = kept
         call, plan = self._plan(call_kwargs, call, planner, trip, sent)
         return await calls.acall(plan, call.endpoint, call.call_kwargs, restart, on_restart, sent)
+
+    def _settled(self, trip: _Trip, result: Any) -> Routed[Any] | calls.Sent:
+        """The answer's records when the lane keeps it, else the attempt for the plan: an
+        answer LiteLLM made itself, or one that says nothing (a 200 with no choices, a
+        provider's fault)."""
+        empty = self.endpoint.empty
+        if empty is not None and empty(result):
+            return trip.sent(None, failures.empty_answer(self.candidate.route))
+        routed = self._answered(trip, result)
+        return routed if routed is not None else trip.sent(result, None)
 
     def _trip(self, timeout: float | None) -> _Trip | None:
         """The lane's attempt, when the route admits it; None leaves the call to the plan."""
         started = self.clock.now()
         if not self.admits(started):
             return None
-        return _Trip(self.candidate, new_id(), started, timeout)
+        return _Trip(self.candidate, new_id(), started, timeout, self._judge)
 
     def _plan(
         self,
@@ -243,8 +258,11 @@ class _Trip(Wire):
 
     __slots__ = ("candidate", "id", "started", "timeout")
 
-    def __init__(self, candidate: Candidate, id: str, started: float, timeout: float | None) -> None:
-        Wire.__init__(self)
+    def __init__(
+        self, candidate: Candidate, id: str, started: float, timeout: float | None,
+        judge: Checkpoint | None = None,
+    ) -> None:
+        Wire.__init__(self, judge)
         self.candidate, self.id, self.started, self.timeout = candidate, id, started, timeout
 
     def sent(self, result: Any, error: BaseException | None) -> calls.Sent:

@@ -14,6 +14,7 @@ from ..endpoints import Endpoint
 from ..policies.bounds import (
     RequestFacts,
     batch_size,
+    choice_count,
     prediction_tokens,
     prompt_bound,
     reply_tokens,
@@ -31,7 +32,6 @@ def measured(
     routes), the bound on its prompt when `bounded` (a budget or a tpm limit holds it, each
     image counted as `image_tokens`), and always its reply caps, choices, predicted output
     and batch size. A prompt that cannot be bounded says why (`unbounded`)."""
-    choices = [v for k in endpoint.choices if isinstance(v := kwargs.get(k), int)]
     bound = (
         prompt_bound(
             kwargs,
@@ -46,8 +46,9 @@ def measured(
         prompt_tokens=model_info.count_tokens(kwargs, endpoint.prompt) if count else 0,
         prompt_bound=bound,
         reply_tokens=reply_tokens(kwargs, *endpoint.reply_caps) if endpoint.generates else 0,
-        choices=max(choices) if choices else None,
+        choices=choice_count(kwargs, *endpoint.choices),
         reply_extra=prediction_tokens(kwargs),
         batch=batch_size(kwargs, endpoint.batch),
         unbounded=unbounded_reason(kwargs, endpoint.prompt) if bound is None else "",
+        generates=endpoint.generates,
     )

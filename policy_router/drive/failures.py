@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -19,10 +20,25 @@ import litellm
 import openai
 
 from ..ground.errors import PolicyRouterError, ResponseFailedError
-from ..ground.outcome import Fault, FaultKind, Wire
+from ..ground.outcome import Fault, FaultKind, OffDeviceConnection, Wire, WireRefusal
 from ..ground.route import Route
 
-__all__ = ['classify', 'stream_cut_error']
+__all__ = ['RETRY_AFTER_CAP', 'EmptyAnswerError', 'classify', 'empty_answer', 'stream_cut_error']
+
+
+class EmptyAnswerError(litellm.exceptions.InternalServerError):
+    """A 200 whose answer says nothing (`choices: []`): LiteLLM's `InternalServerError`, so
+    a caller's `except litellm.InternalServerError` catches it when it is the last. The
+    provider had the request and may bill it, so its attempt is charged its reservation."""
+
+
+def empty_answer(route: Route) -> Exception:
+    """The exception for a whole answer with no choices (see `EmptyAnswerError`)."""
+    return EmptyAnswerError(
+        message="the provider answered 200 with no choices: an empty answer",
+        model=route.model,
+        llm_provider=route.provider or "unknown",
+    )
 
 
 def stream_cut_error(route: Route, text: str) -> Exception:
@@ -38,6 +54,9 @@ def stream_cut_error(route: Route, text: str) -> Exception:
         generated_content=text,
     )
 
+
+RETRY_AFTER_CAP = 3600.0
+"""The longest Retry-After honoured, in seconds."""
 
 _ACCESS_STATUSES = {401, 402, 403, 404}
 
@@ -57,9 +76,14 @@ def classify(exc: BaseException, wire: Wire | None = None) -> Fault | None:
     failure is local (`Fault.sent` False), whatever LiteLLM's class says: about the route
     when its client, SDK or credentials could not be had, else about the request.
     """
+    if isinstance(exc, WireRefusal):
+        return exc.fault  # stopped at the wire, before the HTTP client was called
+    guarded = next((e for e in _chain(exc) if isinstance(e, OffDeviceConnection)), None)
+    if guarded is not None:  # the floor's guard refused the connection: nothing was sent
+        return Fault(FaultKind.ACCESS, None, str(guarded), sent=False)
     if isinstance(exc, ResponseFailedError):
         # The provider answered 200 and then said, in the stream, that the answer failed.
-        return Fault(FaultKind.STREAM_CUT, exc.status_code, str(exc))
+        return Fault(FaultKind.STREAM_CUT, exc.status_code, str(exc), billed=True)
     if isinstance(exc, PolicyRouterError) or not isinstance(
         exc, openai.APIError | litellm.exceptions.APIError | litellm.exceptions.APIConnectionError
     ):
@@ -68,11 +92,17 @@ def classify(exc: BaseException, wire: Wire | None = None) -> Fault | None:
     if local is not None:
         return local
     fault = _classified(exc)
-    if wire is None or fault.kind is FaultKind.STREAM_CUT or not fault.sent:
+    if not fault.sent:
         return fault
-    if wire.mocked or not (wire.left or _on_the_network(exc)):
+    if _refused_locally(exc):
+        # The HTTP client refused to write what it was given (a header with CR/LF in it):
+        # nothing reached the provider, whatever LiteLLM logged before.
         return _not_sent(exc, fault)
-    return fault
+    if wire is not None and fault.kind is not FaultKind.STREAM_CUT and (
+        wire.mocked or not (wire.left or _on_the_network(exc))
+    ):
+        return _not_sent(exc, fault)
+    return _with_billing(exc, fault)
 
 
 def _classified(exc: BaseException) -> Fault:
@@ -158,6 +188,63 @@ def _on_the_network(exc: BaseException) -> bool:
     )
 
 
+# Errors an HTTP client raises about what it was asked to write, before writing it: h11
+# refusing a header value with CR/LF (httpx.LocalProtocolError), a URL it cannot send to.
+_REFUSED_LOCALLY = (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL)
+
+
+def _refused_locally(exc: BaseException) -> bool:
+    return any(
+        isinstance(e, _REFUSED_LOCALLY) or type(e).__name__ == "LocalProtocolError"
+        for e in _chain(exc)
+    )
+
+
+# Errors that come before a request is written: the connection was never made.
+_BEFORE_WRITE = ("ConnectError", "ConnectTimeout", "PoolTimeout", "ClientConnectorError",
+                 "ConnectionRefusedError", "ClientConnectorDNSError", "gaierror")
+# Statuses that say the provider (or a gateway in front of it) gave up while the request
+# may still be generating, and billing, upstream.
+_BILLED_STATUSES = frozenset({408, 502, 504, 520, 521, 522, 523, 524, 529})
+
+
+def _with_billing(exc: BaseException, fault: Fault) -> Fault:
+    """`fault`, marked `billed` unless there is evidence the provider billed nothing.
+
+    Evidence is either the connection never made (a refused or timed-out connect, a name
+    that did not resolve: nothing was written) or the provider's own error answer (a status
+    it sent for a rate limit, a bad request, a refusal, a server error, with no transport
+    error in the chain: providers do not bill what they refuse). A timeout, a connection
+    dropped after the write, a stream cut, or a gateway that gave up upstream (408, 502,
+    504, 52x) may all have been billed.
+    """
+    if isinstance(exc, EmptyAnswerError):
+        return replace(fault, billed=True)
+    chain = _chain(exc)
+    if any(type(e).__name__ in _BEFORE_WRITE for e in chain):
+        return fault
+    transport = any(_is_transport_error(e) for e in chain[1:])
+    answered = fault.kind in (
+        FaultKind.RATE_LIMITED, FaultKind.ACCESS, FaultKind.BAD_REQUEST, FaultKind.REFUSED,
+        FaultKind.SERVER_ERROR,
+    )
+    if answered and not transport and fault.status not in _BILLED_STATUSES:
+        return fault
+    return replace(fault, billed=True)
+
+
+def _is_transport_error(error: BaseException) -> bool:
+    """An HTTP client's own error (not a status it read): httpx's, httpcore's, aiohttp's,
+    or an OS-level connection error."""
+    if isinstance(error, httpx.HTTPStatusError):
+        return False
+    return (
+        isinstance(error, httpx.TransportError)
+        or type(error).__module__.startswith(("httpcore", "aiohttp"))
+        or isinstance(error, ConnectionError | TimeoutError)
+    )
+
+
 # Local failures about the route rather than the request: its SDK, client or credentials.
 _ROUTE_WORDS = ("credential", "auth", "token", "sdk", "client")
 
@@ -232,7 +319,11 @@ def _retry_after(exc: BaseException) -> float | None:
         seconds = float(value) if value is not None else None
     except (TypeError, ValueError):
         return None  # an HTTP date: rare from LLM providers, and not trusted blind
-    return seconds if seconds is not None and seconds >= 0 else None
+    if seconds is None or seconds != seconds or seconds < 0:
+        return None  # NaN or negative: not a wait
+    # A wait of days, or `inf`, would close a route's rate window for good: honoured up to
+    # an hour, after which the route is asked again (and rests again if still refusing).
+    return min(seconds, RETRY_AFTER_CAP)
 
 
 def _is_refusal(exc: BaseException, message: str) -> bool:

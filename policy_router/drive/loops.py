@@ -10,10 +10,12 @@ call, so a trickling provider would otherwise hold a sync caller past its deadli
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..core.gate import Send
@@ -98,6 +100,13 @@ def _drive(plan: Plan, open_: Callable[[Send], T], final: bool, usage: Usage) ->
                 raise
             last = exc
             continue
+        except BaseException:
+            # Ctrl-C (or a SystemExit) in the middle of the call: what it held is given
+            # back, or charged once it may have left, before the interruption goes on.
+            # (Under a deadline the call ran on a worker, which `_within` left to settle.)
+            if plan.deadline is None:
+                plan.run(plan.cancelled(send, sent=send.wire.left), bounded=False)
+            raise
         plan.run(_answered(plan, send, result, final, usage))
         return result, send
     raise plan.error(last)
@@ -225,6 +234,14 @@ def _answered(plan: Plan, send: Send, result: Any, final: bool, usage: Usage) ->
 _DEADLINE = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")
 
 
+def _cut(send: Send) -> Fault:
+    """The fault of an attempt the deadline cut: one the provider may be billing when the
+    request had left (it is charged its reservation), else one never sent."""
+    if send.wire.left:
+        return replace(_DEADLINE, billed=True)
+    return replace(_DEADLINE, sent=False, message="the request's deadline passed before it was sent")
+
+
 def _failed(
     plan: Plan, send: Send, exc: Exception, *, bare_timeout_is_deadline: bool = False
 ) -> Steps[bool]:
@@ -232,7 +249,7 @@ def _failed(
     or a misuse on this side), which the driver then re-raises unchanged."""
     fault = failures.classify(exc, send.wire)
     if fault is None and bare_timeout_is_deadline and isinstance(exc, TimeoutError):
-        fault = _DEADLINE
+        fault = _cut(send)
     if fault is None:
         plan.scrub(exc)  # in place: the driver re-raises the same exception, scrubbed
         return False
@@ -249,18 +266,26 @@ def _within(plan: Plan, send: Send, open_: Callable[[Send], T], final: bool, usa
     assert plan.deadline is not None
     future = _WORKERS.submit(open_, send)
     try:
-        return future.result(timeout=plan.deadline.left())
+        # A wait longer than the platform's longest (`deadline=1e10`) is as good as none.
+        return future.result(timeout=min(plan.deadline.left(), threading.TIMEOUT_MAX))
     except FutureTimeout:
         plan.abandoned(send)
         future.add_done_callback(lambda f: _settle_late(plan, send, f, final, usage))
         raise _Abandoned from None
+    except Exception:
+        raise  # the call's own error, for the driver to classify
+    except BaseException:
+        # Ctrl-C while the worker still runs the call: it is left to end, and settles then.
+        plan.abandoned(send, "interrupted by the caller; settles when it ends")
+        future.add_done_callback(lambda f: _settle_late(plan, send, f, final, usage))
+        raise
 
 
 def _settle_late(plan: Plan, send: Send, future: Future[Any], final: bool, usage: Usage) -> None:
     # The caller has gone: these writes are made in this worker, whatever the deadline.
     error = future.exception()
     if error is not None:
-        fault = failures.classify(error, send.wire) or _DEADLINE
+        fault = failures.classify(error, send.wire) or _cut(send)
         plan.run(plan.settle_late(send, None, fault), bounded=False)
         return
     result = future.result()

@@ -28,6 +28,7 @@ from ..ground.deadline import Deadline
 from ..ground.errors import ConfigError, NoRouteError
 from ..ground.records import Skip
 from ..ground.route import Route
+from ..ground.secrets import with_secrets_of
 from ..policies.bounds import RequestFacts
 from ..policies.breaker import HealthBook
 from ..policies.budget import Ledger
@@ -341,7 +342,7 @@ class Planner:
             settings=request_attributes(call_kwargs) if self._frame is not None else None,
             frame=self._frame,
             on_dispatch=self._dispatched(group) if order is not Order.AS_LISTED else None,
-            secrets=self._secrets.get(group),
+            secrets=with_secrets_of(call_kwargs, self._secrets.get(group, ())),
             continues=call.previous,
             id=id,
         )

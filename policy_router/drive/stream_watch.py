@@ -101,6 +101,21 @@ class Watch:
         chunk, self.pending = self.pending, None
         return chunk
 
+    @property
+    def reported(self) -> Usage | None:
+        """The usage the provider itself reported, or None. LiteLLM's stream wrapper makes
+        one up when the provider sent none (an estimate from its token counter, litellm
+        1.110.2): it keeps the chunks it really received (`CustomStreamWrapper.chunks`), and
+        when none of them carries a usage the one seen is that estimate, which measures
+        nothing."""
+        if self.usage is None:
+            return None
+        for wrapper in (self.source, getattr(self.source, "completion_stream", None)):
+            received = getattr(wrapper, "chunks", None)
+            if isinstance(received, list):
+                return self.usage if any(_carries_usage(c) for c in received) else None
+        return self.usage
+
     # ended, closed and failed are plan steps (they settle the call): the sync stream runs
     # them with `plan.run`, the async one with `drive.step`.
     def ended(self) -> Steps[BaseException | None]:
@@ -110,7 +125,7 @@ class Watch:
         if self.finish_reason is None:
             return failures.stream_cut_error(self.send.route, "".join(self.parts))
         self.done = True
-        yield from self.plan.finished(self.send, self.usage)
+        yield from self.plan.finished(self.send, self.reported)
         yield from continuity.remember(self.answer_id, self.send.route)
         self.plan.ended()
         return None
@@ -119,7 +134,7 @@ class Watch:
         """The caller stopped reading: settle with whatever usage arrived."""
         if not self.done:
             self.done = True
-            yield from self.plan.finished(self.send, self.usage, closed=True)
+            yield from self.plan.finished(self.send, self.reported, closed=True)
             self.plan.ended()
 
     def failed(self, exc: BaseException, restart: bool = False) -> Steps[BaseException | None]:
@@ -131,13 +146,13 @@ class Watch:
         exc = stream_events.typed(self.source, exc, self.send.route, "".join(self.parts))
         fault = failures.classify(exc)
         if fault is None:  # not the provider's doing: like a close, neither success nor failure
-            yield from self.plan.finished(self.send, self.usage, closed=True)
+            yield from self.plan.finished(self.send, self.reported, closed=True)
             self.plan.ended(exc)
             return self.plan.scrub(exc)
         if fault.kind is not FaultKind.STREAM_CUT:
             fault = type(fault)(FaultKind.STREAM_CUT, fault.status, fault.message)
         if (
-            yield from self.plan.failed_after_answer(self.send, fault, self.usage, restart=restart)
+            yield from self.plan.failed_after_answer(self.send, fault, self.reported, restart=restart)
         ):
             return None
         journey = self.plan.journey
@@ -169,3 +184,11 @@ class Watch:
         params = dict(getattr(self.source, "_hidden_params", None) or {})
         params["policy_router"] = self.plan.journey
         return params
+
+
+def _carries_usage(chunk: Any) -> bool:
+    """Whether a chunk LiteLLM received carries a usage (as LiteLLM itself tests it)."""
+    try:
+        return "usage" in chunk and chunk["usage"] is not None
+    except (AttributeError, KeyError, TypeError, IndexError):
+        return False

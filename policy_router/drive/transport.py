@@ -8,14 +8,17 @@ a failure means (`failures`) and which credentials are missing (`credentials`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import litellm
 
-from ..ground.outcome import Wire
+from ..core.checkpoint import Checkpoint, proxied
+from ..ground.outcome import Fault, FaultKind, StopAtWire, Wire, WireRefusal
 from ..ground.route import Route
+from . import guard
+from .unlogged import bases_of, check_before
 
 if TYPE_CHECKING:
     from ..core.gate import Send
@@ -133,8 +136,90 @@ def call(
     `timeout`, when given, caps the call's own (see `_kwargs`). `request_id` and `attempt`
     label the call for LiteLLM's callbacks.
     """
+    merged, floor = _prepared(function, route, kwargs, group, timeout, request_id, attempt, wire)
+    if floor:
+        with guard.on_device(guard.allowed_for(route)):
+            return _called(function, merged)
+    return _called(function, merged)
+
+
+def _prepared(
+    function: str,
+    route: Route,
+    kwargs: Mapping[str, Any],
+    group: str,
+    timeout: float | None,
+    request_id: str,
+    attempt: int,
+    wire: Wire | None,
+) -> tuple[dict[str, Any], bool]:
+    """What LiteLLM is to get, checked as far as it can be before the call (a call LiteLLM
+    does not log, an on-device attempt's proxies), and whether the floor's guard holds it."""
     merged = _kwargs(route, kwargs, group, timeout, request_id, attempt, wire)
-    return getattr(litellm, function)(**merged)
+    if wire is None or wire.judge is None:
+        return merged, False
+    check_before(function, route, merged, wire)
+    return merged, _on_device(wire, route, merged)
+
+
+def _called(function: str, merged: dict[str, Any]) -> Any:
+    try:
+        return getattr(litellm, function)(**merged)
+    except StopAtWire as stop:
+        # The checkpoint stopped it inside LiteLLM, before the HTTP client was called.
+        raise WireRefusal(stop.fault) from None
+
+
+def _on_device(wire: Wire, route: Route, merged: Mapping[str, Any]) -> bool:
+    """Whether the attempt is under the floor; if it is, a proxy a kept client would use
+    stops it here (see `guard.kept_proxy`)."""
+    judge = wire.judge
+    if not (isinstance(judge, Checkpoint) and judge.floor):
+        return False
+    bases = bases_of(route, merged)
+    refused = next((r for b in bases if (r := proxied(b)) is not None), None)
+    through = guard.kept_proxy(bases) if refused is None else None
+    if through is not None:
+        refused = Fault(
+            FaultKind.ACCESS,
+            None,
+            f"on_device=True: an HTTP client LiteLLM keeps would carry this request through "
+            f"the proxy at {through}, off this machine (it was made while a proxy variable "
+            "was set): restart the process, or call "
+            "litellm.in_memory_llm_clients_cache.flush_cache()",
+            sent=False,
+        )
+    if refused is not None:
+        wire.stopped = refused
+        raise WireRefusal(refused)
+    return True
+
+
+async def acall(
+    function: str,
+    route: Route,
+    kwargs: Mapping[str, Any],
+    group: str,
+    timeout: float | None = None,
+    *,
+    request_id: str = "",
+    attempt: int = 0,
+    wire: Wire | None = None,
+) -> Any:
+    """The async twin of `call`: LiteLLM's async `function` (`acompletion`, ...) awaited."""
+    merged, floor = _prepared(function, route, kwargs, group, timeout, request_id, attempt, wire)
+    if floor:
+        # The guard holds in this task, and in the tasks LiteLLM starts from it.
+        with guard.on_device(guard.allowed_for(route)):
+            return await _acalled(function, merged)
+    return await _acalled(function, merged)
+
+
+async def _acalled(function: str, merged: dict[str, Any]) -> Any:
+    try:
+        return await getattr(litellm, function)(**merged)
+    except StopAtWire as stop:
+        raise WireRefusal(stop.fault) from None
 
 
 def send(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> Any:
@@ -152,8 +237,15 @@ def send(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> An
     )
 
 
-# The async twins are the same functions: given LiteLLM's async function (`acompletion`,
-# `aembedding`, ...), they return its awaitable, to await; a coroutine of ours around it
-# would only add a frame every resumption of the call passes through.
-acall: Callable[..., Awaitable[Any]] = call
-asend: Callable[..., Awaitable[Any]] = send
+def asend(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> Awaitable[Any]:
+    """The async twin of `send`: `acall`'s coroutine, to await (no frame of its own)."""
+    return acall(
+        function,
+        sent.route,
+        kwargs,
+        plan.group,
+        sent.timeout,
+        request_id=plan.id,
+        attempt=sent.attempt,
+        wire=sent.wire,
+    )

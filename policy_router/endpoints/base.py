@@ -79,3 +79,6 @@ class Endpoint:
     stream: StreamShape | None
     batch: str | None = None
     """The keyword that may hold a batch of prompts, each answered and billed on its own."""
+    empty: Callable[[Any], bool] | None = None
+    """Whether a whole answer says nothing (a 200 with `choices: []`): a provider's fault,
+    not an answer. None when the endpoint has no such answer to tell."""

@@ -8,7 +8,7 @@ from typing import Any
 from ..core.validate import check_messages
 from ..policies.requirements import Requirements
 from .base import Endpoint, Piece, StreamShape
-from .reading import is_hollow_first_chunk, usage_of
+from .reading import is_hollow_first_chunk, no_choices, usage_of
 
 __all__ = ["CHAT", "read_chunk"]
 
@@ -48,4 +48,5 @@ CHAT = Endpoint(
     requirements=Requirements.from_kwargs,
     usage=usage_of,
     stream=StreamShape(read_chunk, is_hollow_first_chunk, ask_usage=True),
+    empty=no_choices,
 )

@@ -14,7 +14,7 @@ from ..core.validate import check_texts
 from ..ground.errors import ConfigError
 from ..policies.requirements import Requirements
 from .base import Endpoint, Piece, StreamShape
-from .reading import usage_of
+from .reading import no_choices, usage_of
 
 __all__ = ["COMPLETION"]
 
@@ -68,4 +68,5 @@ COMPLETION = Endpoint(
     usage=usage_of,
     stream=StreamShape(_read, lambda _chunk: False, ask_usage=True),
     batch="prompt",
+    empty=no_choices,
 )

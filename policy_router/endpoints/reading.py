@@ -1,5 +1,10 @@
 """Reading LiteLLM's objects without importing LiteLLM: the usage a response reports, and
 whether a stream's first chunk is one LiteLLM made up.
+
+A usage that counts no prompt token measures nothing: LiteLLM fills a reply whose `usage`
+is missing or null with `Usage(prompt_tokens=0, completion_tokens=0)` (litellm 1.110.2), and
+every request a provider answers has at least one prompt token. Such a reply is read as
+having no usage, so it is charged its reservation and counted unmeasured, never as $0.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from typing import Any
 from ..ground.money import Usage
 
 __all__ = [
+    "no_choices",
     "cache_hit",
     "counts_of",
     "hidden_of",
@@ -36,13 +42,21 @@ def _field(obj: Any, name: str) -> Any:
 
 
 
+_NO_TIER = (None, "default", "auto")
+
+
 def counts_of(response: Any) -> tuple[int, int] | None:
     """The prompt and reply counts of a response whose usage says nothing else (LiteLLM's
     `Usage` with no cache or reasoning detail and no extra field: the common reply), or
     None for any other, which `usage_of` reads. `Usage(*counts)` is what `usage_of` gives."""
     # LiteLLM's `ModelResponse` keeps `usage` among its pydantic extra fields.
     extra = getattr(response, "__pydantic_extra__", None)
-    usage = extra.get("usage") if type(extra) is dict else _field(response, "usage")
+    if type(extra) is dict:
+        usage = extra.get("usage")
+        if extra.get("service_tier") not in _NO_TIER:
+            return None  # billed in a tier of its own: `usage_of` reads it
+    else:
+        usage = _field(response, "usage")
     counts = getattr(usage, "__dict__", None)
     if not isinstance(counts, dict) or counts.get("__pydantic_extra__"):
         return None
@@ -50,6 +64,7 @@ def counts_of(response: Any) -> tuple[int, int] | None:
     if (
         type(prompt) is not int
         or type(completion) is not int
+        or prompt <= 0
         or counts.get("prompt_tokens_details") is not None
         or counts.get("completion_tokens_details") is not None
         or counts.get("cache_creation_input_tokens")
@@ -70,14 +85,16 @@ def usage_of(response: Any) -> Usage | None:
     completion = _field(usage, "completion_tokens")
     details = _field(usage, "prompt_tokens_details")
     out = _field(usage, "completion_tokens_details")
-    if not isinstance(prompt, int) or not isinstance(completion, int):
-        return None
+    if not isinstance(prompt, int) or not isinstance(completion, int) or prompt <= 0:
+        return None  # no usage, or LiteLLM's placeholder for a missing one
     cached = _field(details, "cached_tokens") or _field(usage, "cache_read_input_tokens")
     written = _field(usage, "cache_creation_input_tokens") or _field(
         details, "cache_creation_tokens"
     )
     hour = _field(_field(details, "cache_creation_token_details"), "ephemeral_1h_input_tokens")
     reasoning = _field(out, "reasoning_tokens")
+    heard, spoken = _field(details, "audio_tokens"), _field(out, "audio_tokens")
+    tier = _field(response, "service_tier")
     return Usage(
         prompt,
         completion,
@@ -85,8 +102,18 @@ def usage_of(response: Any) -> Usage | None:
         int(written or 0),
         int(reasoning or 0),
         hour if isinstance(hour, int) else 0,
+        heard if isinstance(heard, int) else 0,
+        spoken if isinstance(spoken, int) else 0,
+        tier if isinstance(tier, str) and tier not in ("default", "auto") else "",
     )
 
+
+
+def no_choices(response: Any) -> bool:
+    """True for a whole answer whose `choices` is an empty list: the provider answered 200
+    and said nothing (a chat or text completion; a stream is watched on its own)."""
+    choices = _field(response, "choices")
+    return isinstance(choices, list) and not choices
 
 
 def is_hollow_first_chunk(chunk: Any) -> bool:

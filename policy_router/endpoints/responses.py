@@ -26,8 +26,8 @@ def usage(response: Any) -> Usage | None:
     found = getattr(response, "usage", None)
     prompt = getattr(found, "input_tokens", None)
     completion = getattr(found, "output_tokens", None)
-    if not isinstance(prompt, int) or not isinstance(completion, int):
-        return None
+    if not isinstance(prompt, int) or not isinstance(completion, int) or prompt <= 0:
+        return None  # a usage that counts no prompt token measures nothing
     cached = getattr(getattr(found, "input_tokens_details", None), "cached_tokens", None)
     reasoning = getattr(getattr(found, "output_tokens_details", None), "reasoning_tokens", None)
     return Usage(prompt, completion, int(cached or 0), 0, int(reasoning or 0))

@@ -118,7 +118,9 @@ class Usage:
 
     `cache_read` and `cache_write` are part of `prompt`, and `cache_write_1h` is the part of
     `cache_write` written to a one-hour cache; `reasoning` is part of `completion`, as in
-    OpenAI's usage and LiteLLM's normalised usage.
+    OpenAI's usage and LiteLLM's normalised usage. `prompt_audio` and `completion_audio` are
+    the audio tokens among the uncached prompt and the reply; `tier` is the service tier the
+    provider billed in (`"priority"`, `"flex"`; "" for the default).
     """
 
     prompt: int
@@ -127,3 +129,6 @@ class Usage:
     cache_write: int = 0
     reasoning: int = 0
     cache_write_1h: int = 0
+    prompt_audio: int = 0
+    completion_audio: int = 0
+    tier: str = ""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["Fault", "FaultKind", "Wire"]
+__all__ = ["Fault", "FaultKind", "OffDeviceConnection", "StopAtWire", "Wire", "WireRefusal"]
 
 
 class FaultKind(StrEnum):
@@ -62,36 +62,86 @@ class Fault:
     retry_after: float | None = None
     sent: bool = True
     local: str | None = None
+    billed: bool = False
+    """The provider may have billed it: the request was written and no answer of the
+    provider's says it was refused (a timeout, a connection dropped after the write, a
+    gateway timeout). Such an attempt is charged its reservation; only evidence that
+    nothing was billed (a refused connection, an error status, a local error) releases it."""
 
 
 # LiteLLM logs its own answers (`mock_response`) as a call made with this key.
 _MOCK_KEY = "mock-key"
 
 
+Judge = Callable[[Mapping[str, Any], "Wire"], Fault | None]
+"""An attempt's checkpoint at the wire: given LiteLLM's pre-call details (the URL, headers
+and body it is about to send) and the attempt's wire, the reason not to send them, or
+None."""
+
+
+class StopAtWire(BaseException):
+    """Raised from LiteLLM's pre-call log to stop an attempt before its HTTP client is
+    called. A `BaseException`: LiteLLM swallows every `Exception` its `logger_fn` raises
+    (litellm 1.110.2, `Logging.pre_call`) and would send the request anyway. The transport
+    turns it into `WireRefusal` as soon as LiteLLM's call unwinds, so it never reaches a
+    caller."""
+
+    def __init__(self, fault: Fault) -> None:
+        super().__init__(fault.message)
+        self.fault = fault
+
+
+class WireRefusal(Exception):
+    """An attempt the checkpoint at the wire stopped: nothing was sent (`fault.sent` is
+    False); the driver records it as "not sent to ROUTE (why)"."""
+
+    def __init__(self, fault: Fault) -> None:
+        super().__init__(fault.message)
+        self.fault = fault
+
+
+class OffDeviceConnection(ConnectionRefusedError):
+    """A connection off this machine refused during an on-device attempt (`drive.guard`).
+
+    A `ConnectionRefusedError`, so the HTTP client reports a connection that was never
+    made; the router reads it in the error's chain and records the attempt as not sent."""
+
+
 class Wire:
-    """Whether one attempt's request left this process, as LiteLLM itself reports it.
+    """Whether one attempt's request left this process, as LiteLLM itself reports it, and
+    the checkpoint every promise is judged at before it does.
 
     LiteLLM logs every provider call just before it is handed to the HTTP client or the
     provider's SDK (its pre-API-call log, which SDK-based providers such as Bedrock and
-    Vertex reach only once their client and credentials are ready); the transport passes
-    `saw` as the call's `logger_fn`, chained to a caller's own. After the call:
+    Vertex reach only once their client and credentials are ready), with the URL, headers
+    and body it built; the transport passes `saw` as the call's `logger_fn`, chained to a
+    caller's own. There `judge`, when the attempt has one, reads what is about to leave and
+    may stop it (`StopAtWire`). After the call:
 
     - `left`: the request was handed to a provider;
     - `local`: LiteLLM answered it itself (`mock_response`), or from its cache (`cached`,
       set by the driver when the answer says so): nothing was sent, nothing is owed;
-    - neither: the request failed while being built (a bad argument, a missing SDK, a
-      client that could not be made), before anything was sent.
+    - `stopped`: the checkpoint refused it, naming why;
+    - none of these: the request failed while being built (a bad argument, a missing SDK,
+      a client that could not be made), before anything was sent.
 
-    The router counts an attempt, bills it and tells the breaker only when it was sent.
+    `details` keeps LiteLLM's pre-call details (read for the secrets the request carried,
+    only if the attempt fails); `unbounded` says why the body as sent has no finite bound,
+    when the checkpoint let it go anyway (the budget then counts overshoot possible). The
+    router counts an attempt, bills it and tells the breaker only when it was sent.
     """
 
-    __slots__ = ("cached", "left", "mocked", "user")
+    __slots__ = ("cached", "details", "judge", "left", "mocked", "stopped", "unbounded", "user")
 
-    def __init__(self) -> None:
+    def __init__(self, judge: Judge | None = None) -> None:
         self.left = False
         self.mocked = False
         self.cached = False
         self.user: Callable[[Mapping[str, Any]], Any] | None = None
+        self.judge = judge
+        self.stopped: Fault | None = None
+        self.details: Mapping[str, Any] | None = None
+        self.unbounded = ""
 
     @property
     def local(self) -> bool:
@@ -104,6 +154,12 @@ class Wire:
             if details.get("api_key") == _MOCK_KEY:
                 self.mocked = True
             else:
+                self.details = details
+                if self.judge is not None:
+                    refused = self.judge(details, self)
+                    if refused is not None:
+                        self.stopped = refused
+                        raise StopAtWire(refused)
                 self.left = True
         if self.user is not None:
             self.user(details)

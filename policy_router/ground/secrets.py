@@ -9,16 +9,34 @@ name says the same (`?api-key=KEY`, `?sig=...`), and any value the route was tol
 its headers or a URL cannot put it into an exception the router raises: `scrub_exception`
 rewrites the message, the args, the notes and every exception in the chain, keeping each
 one's class and status, so `except litellm.AuthenticationError` still works.
+
+One request knows more than its routes: the secrets its call carries (`extra_headers`, a
+credential keyword), the ones LiteLLM found for it and put on the wire (read from the
+environment: `OPENAI_API_KEY` becomes an `Authorization` header; `wire_secrets` reads them
+from LiteLLM's pre-call log), and every secret-named variable of the process environment
+(`environment_secrets`). A request's `Scrubber` holds all of them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-__all__ = ["MASK", "is_secret_name", "redact", "scrub_exception", "scrubbed", "secrets_in"]
+__all__ = [
+    "MASK",
+    "Scrubber",
+    "environment_secrets",
+    "is_secret_name",
+    "redact",
+    "scrub_exception",
+    "scrubbed",
+    "secrets_in",
+    "wire_secrets",
+    "with_secrets_of",
+]
 
 MASK = "***"
 _SECRET_WORDS = (
@@ -60,6 +78,111 @@ def secrets_in(kwargs: Mapping[str, Any], extra: Iterable[str] = ()) -> tuple[st
     # A bearer header holds the key after "Bearer ": redact the bare key too.
     found.extend(s.split(" ", 1)[1] for s in list(found) if s.lower().startswith("bearer "))
     return tuple(sorted({s for s in found if len(s) >= _SHORTEST}, key=len, reverse=True))
+
+
+def with_secrets_of(kwargs: Mapping[str, Any], known: tuple[str, ...]) -> tuple[str, ...]:
+    """`known` and the secrets a call's own keywords carry (a key in its `extra_headers`, a
+    credential keyword), longest first: what a request's scrubber starts with."""
+    own = secrets_in(kwargs)
+    if not own:
+        return known
+    return tuple(sorted({*known, *own}, key=len, reverse=True))
+
+
+# Environment values that a secret-looking name holds but that are no secret: masking them
+# would mask ordinary words in every message (`TOKENIZERS_PARALLELISM=false`).
+_PLAIN_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "none", "null"})
+_ENV_SHORTEST = 8
+
+
+def environment_secrets(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The secret values of the process environment (or `environ`), longest first: every
+    variable whose name says it holds a secret (`OPENAI_API_KEY`, `AWS_SECRET_ACCESS_KEY`,
+    `ANTHROPIC_AUTH_TOKEN`, ...), and the password of any URL a variable holds
+    (`REDIS_URL=redis://:PASSWORD@host`).
+
+    Whatever provider LiteLLM reads its key for, the key is among these: the name test is
+    an allow-list of the harmless turned around (every name that could hold a secret
+    counts). Values that cannot be a key are left out so ordinary words stay readable:
+    shorter than 8 characters, a flag (`true`, `off`), a number, or a file path.
+    """
+    env = os.environ if environ is None else environ
+    found: set[str] = set()
+    for name, value in list(env.items()):
+        if not isinstance(value, str) or len(value) < _ENV_SHORTEST:
+            continue
+        if "://" in value:
+            found.update(v for v in _in_url(value) if len(v) >= _SHORTEST)
+        if (
+            is_secret_name(name)
+            and value.lower() not in _PLAIN_VALUES
+            and not value.isdigit()
+            and not value.startswith(("/", "~", "./", "../"))
+        ):
+            found.add(value)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def wire_secrets(details: Mapping[str, Any]) -> tuple[str, ...]:
+    """The secrets a request carried on the wire, read from LiteLLM's pre-call log (the
+    `logger_fn` details): the key it used (`api_key`, wherever LiteLLM found it), every
+    header whose name says secret (`Authorization`, `x-api-key`, `api-key`,
+    `x-goog-api-key`), and the password or secret query parameters of the URL."""
+    found: list[str] = []
+    key = details.get("api_key")
+    if isinstance(key, str):
+        found.append(key)
+    extra = details.get("additional_args")
+    if isinstance(extra, Mapping):
+        headers = extra.get("headers")
+        if isinstance(headers, Mapping):
+            found.extend(str(v) for k, v in headers.items() if is_secret_name(str(k)) and v)
+        base = extra.get("api_base")
+        if base is not None:
+            found.extend(_in_url(str(base)))
+    found.extend(s.split(" ", 1)[1] for s in list(found) if s.lower().startswith("bearer "))
+    # LiteLLM's placeholders for servers that need no key are no secret.
+    return tuple(s for s in found if len(s) >= _SHORTEST and s not in _PLACEHOLDERS)
+
+
+_PLACEHOLDERS = frozenset({"fake-api-key", "mock-key", "sk-fake", "None"})
+
+
+class Scrubber:
+    """Every secret one request knows of, and the two ways out of them: `redact` a text,
+    `scrub` an exception in place.
+
+    It starts with the secrets of the request's routes and of its call (`given`), learns
+    those each attempt put on the wire (`learn`), and adds the process environment's
+    secrets (`environment_secrets`) whenever it is used, since the environment can change
+    while a router runs. It is asked only on the way out of a failure, never per answer.
+    """
+
+    __slots__ = ("_given", "_learned")
+
+    def __init__(self, given: Iterable[str] = ()) -> None:
+        self._given = tuple(given)
+        self._learned: tuple[str, ...] = ()
+
+    def learn(self, secrets: Iterable[str]) -> None:
+        """Add secrets found later (an attempt's wire)."""
+        new = tuple(s for s in secrets if s not in self._learned and s not in self._given)
+        if new:
+            self._learned = (*self._learned, *new)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """All the secrets known now, longest first (so a key inside a header goes whole)."""
+        everything = {*self._given, *self._learned, *environment_secrets()}
+        return tuple(sorted((s for s in everything if len(s) >= _SHORTEST), key=len, reverse=True))
+
+    def redact(self, text: str) -> str:
+        """`text` with every known secret replaced by `***`."""
+        return redact(text, self.secrets) if text else text
+
+    def scrub(self, error: BaseException) -> BaseException:
+        """`error` and all it holds, scrubbed in place (see `scrub_exception`)."""
+        return scrub_exception(error, self.secrets)
 
 
 def redact(text: str, secrets: tuple[str, ...]) -> str:

@@ -282,7 +282,10 @@ class OTelObserver:
                 ended["error.type"] = outcome
                 if record is not None and record.status:
                     ended["http.response.status_code"] = record.status
-                span.set_status(Status(StatusCode.ERROR, record.error if record else outcome))
+                # The kind and the status only: a provider's text may quote the prompt (or a
+                # key), and a span leaves the process for whatever backend collects it.
+                status = f" {record.status}" if record is not None and record.status else ""
+                span.set_status(Status(StatusCode.ERROR, f"{outcome}{status}"))
             span.set_attributes(ended)
             span.end()
         request.attempt = None

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["FREE", "SERVER_STATE", "TOOL_FIELDS", "unbounded_by"]
+__all__ = ["CAP_KEYS", "CHOICE_KEYS", "FREE", "SERVER_STATE", "TOOL_FIELDS", "plain_tool", "unbounded_by"]
 
 FREE = frozenset(
     {
@@ -39,6 +39,29 @@ FREE = frozenset(
 )
 """Keyword arguments known not to carry billed input. Everything else is counted."""
 
+CAP_KEYS = frozenset(
+    {
+        "max_tokens",
+        "max_completion_tokens",
+        "max_output_tokens",
+        "maxOutputTokens",
+        "num_predict",
+        "maxTokens",
+        "max_new_tokens",
+        "max_tokens_to_sample",
+        "maxTokenCount",
+        "max_gen_len",
+    }
+)
+"""The names providers read a reply cap under (OpenAI, Anthropic, Gemini, Ollama, Bedrock,
+Hugging Face, Cohere, Meta), at the top of the body or one level down."""
+
+CHOICE_KEYS = frozenset(
+    {"n", "candidate_count", "candidateCount", "best_of", "num_return_sequences", "numberOfResults"}
+)
+"""The names providers read a count of replies under."""
+
+
 TOOL_FIELDS = ("tools", "functions")
 
 SERVER_STATE: Mapping[str, str] = {
@@ -53,6 +76,38 @@ SERVER_STATE: Mapping[str, str] = {
 
 # A tool the caller describes and runs: its schema is the whole billed input.
 _PLAIN_TOOLS = frozenset({"function", "custom"})
+# A tool written without a `type` is plain only in one of these shapes (the keys it may
+# have, and the one it must): OpenAI's bare function and flat function (as `functions=`
+# takes them), Anthropic's, Gemini's declarations, Bedrock's tool spec and cache point.
+_PLAIN_SHAPES: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset({"function"}), "function"),
+    (frozenset({"name", "description", "parameters", "strict"}), "name"),
+    (frozenset({"name", "description", "input_schema", "cache_control", "strict"}), "input_schema"),
+    (frozenset({"functionDeclarations"}), "functionDeclarations"),
+    (frozenset({"function_declarations"}), "function_declarations"),
+    (frozenset({"toolSpec"}), "toolSpec"),
+    (frozenset({"cachePoint"}), "cachePoint"),
+)
+
+
+def plain_tool(tool: Any) -> bool:
+    """Whether a tool entry is a function the caller runs (billed as its schema alone).
+
+    Decided by an allow-list: a `type` of `function` or `custom`, or, without a `type`, one
+    of the plain shapes of OpenAI, Anthropic, Gemini or Bedrock. Anything else (Gemini's
+    `{"googleSearch": {}}`, `{"codeExecution": {}}`, `{"urlContext": {}}`, Anthropic's
+    `{"type": "web_search_20250305"}`, a tool object nobody can read) is run by the provider,
+    who bills what it reads."""
+    dump = getattr(tool, "model_dump", None)
+    if callable(dump) and not isinstance(tool, Mapping):
+        tool = dump(exclude_none=True)
+    if not isinstance(tool, Mapping):
+        return False
+    kind = tool.get("type")
+    if kind is not None:
+        return kind in _PLAIN_TOOLS
+    keys = frozenset(str(k) for k in tool)
+    return any(keys <= allowed and needed in keys for allowed, needed in _PLAIN_SHAPES)
 
 
 def unbounded_by(kwargs: Mapping[str, Any], texts: Iterable[str] = ()) -> str | None:
@@ -73,10 +128,17 @@ def unbounded_by(kwargs: Mapping[str, Any], texts: Iterable[str] = ()) -> str | 
         if not isinstance(tools, list | tuple):
             continue
         for i, tool in enumerate(tools):
-            kind = tool.get("type", "function") if isinstance(tool, Mapping) else "function"
-            if kind not in _PLAIN_TOOLS:
+            if not plain_tool(tool):
+                kind = tool.get("type") if isinstance(tool, Mapping) else None
+                what = repr(kind) if kind is not None else _shape(tool)
                 return (
-                    f"{field}[{i}] is a {kind!r} tool: the provider runs it itself and bills "
+                    f"{field}[{i}] is a {what} tool: the provider runs it itself and bills "
                     "what it reads"
                 )
     return None
+
+
+def _shape(tool: Any) -> str:
+    if isinstance(tool, Mapping):
+        return "/".join(sorted(str(k) for k in tool)) or "{}"
+    return type(tool).__name__

@@ -17,11 +17,15 @@ exceed, not estimates:
   second against OpenAI's 25 audio tokens a second, which covers audio rates up to 50x the
   text rate. A file or document part, or a video, has no bound this package can compute
   (its pages or seconds are billed, not its bytes): such a prompt is *unbounded*.
-- **The reply** is bounded per choice by `max_tokens` or `max_completion_tokens` (the
-  smaller when both are set), else by the route's default `max_tokens`, its declared
-  `output_limit`, or LiteLLM's `max_output_tokens` for the model; times `n` (every choice is
-  billed), plus `prediction` again, since OpenAI bills rejected prediction tokens as output
-  beyond `max_tokens`. Without any of these the reply is *unbounded*.
+- **The reply** is bounded per choice by the call's reply caps (`max_tokens`,
+  `max_completion_tokens`, and any cap its `extra_body` carries: the *largest* of them,
+  since LiteLLM sends `max_tokens` to Anthropic and Mistral while vLLM and SGLang read
+  `max_completion_tokens` first), else by the route's default caps, its declared
+  `output_limit`, or LiteLLM's `max_output_tokens` for the model; times `n` (the largest of
+  the call's, its `extra_body`'s and the route's: every choice is billed), plus `prediction`
+  again, since OpenAI bills rejected prediction tokens as output beyond `max_tokens`.
+  Without any of these the reply is *unbounded*. The checkpoint at the wire holds the
+  reservation to the body LiteLLM really builds (`policies.sent_body`).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .billed import FREE, TOOL_FIELDS, unbounded_by
+from .billed import CAP_KEYS, CHOICE_KEYS, FREE, TOOL_FIELDS, unbounded_by
 
 __all__ = [
     "IMAGE_TOKENS",
@@ -43,7 +47,9 @@ __all__ = [
     "reply_bound",
     "reply_tokens",
     "batch_size",
+    "choice_count",
     "unbounded_reason",
+    "utf8_bytes",
 ]
 
 PER_MESSAGE_TOKENS = 8
@@ -76,19 +82,27 @@ class RequestFacts:
     """Prompts in one call (a text completion's list of prompts): each gets its replies."""
     unbounded: str = ""
     """Why the prompt has no bound, naming the field (when `prompt_bound` is None)."""
+    generates: bool = True
+    """Whether the endpoint bills a reply at all (an embedding bills its input alone)."""
 
 
-def reply_bound(facts: RequestFacts, limit: int | None, choices: int = 1) -> int | None:
+def reply_bound(
+    facts: RequestFacts, limit: int | None, choices: int = 1, sent_cap: int | None = None
+) -> int | None:
     """The most reply tokens a route can bill for the request, or None when unbounded.
 
     `limit` is the route's own per-choice cap when the call sets none (its default
     `max_tokens`, declared `output_limit`, or LiteLLM's `max_output_tokens`); `choices`
-    is the route's default `n`.
+    is the route's default `n`; `sent_cap` the route's default caps, which go out beside
+    the call's when it sets others (a route's `max_completion_tokens` beside a call's
+    `max_tokens`: the larger may be read).
     """
     per = facts.reply_tokens if facts.reply_tokens is not None else limit
+    if per is not None and facts.reply_tokens is not None and sent_cap is not None:
+        per = max(per, sent_cap)
     if per is None:
         return None
-    return (facts.choices or choices) * facts.batch * per + facts.reply_extra
+    return max(facts.choices or 1, choices) * facts.batch * per + facts.reply_extra
 
 
 def counted_tokens(facts: RequestFacts, sent_cap: int | None, choices: int = 1) -> int:
@@ -106,9 +120,29 @@ def counted_tokens(facts: RequestFacts, sent_cap: int | None, choices: int = 1) 
 
 
 def reply_tokens(kwargs: Mapping[str, Any], *names: str) -> int | None:
-    """The smallest whole-number cap among `kwargs[name]` for `names`, or None."""
+    """The largest whole-number cap among `kwargs[name]` for `names`, and among the caps
+    the call's `extra_body` carries (under any provider's name, `billed.CAP_KEYS`), or
+    None. The largest, because a provider may read any one of them."""
     caps = [v for n in names if isinstance(v := kwargs.get(n), int) and not isinstance(v, bool)]
-    return min(caps) if caps else None
+    extra = kwargs.get("extra_body")
+    if isinstance(extra, Mapping):
+        caps += [v for k, v in extra.items() if k in CAP_KEYS and isinstance(v, int) and not isinstance(v, bool)]
+    return max(caps) if caps else None
+
+
+def choice_count(kwargs: Mapping[str, Any], *names: str) -> int | None:
+    """The largest count of replies among `kwargs[name]` for `names` and the call's
+    `extra_body` (`n`, `best_of`, `candidate_count`, ...), or None when it sets none."""
+    found = [v for n in names if isinstance(v := kwargs.get(n), int) and not isinstance(v, bool)]
+    extra = kwargs.get("extra_body")
+    if isinstance(extra, Mapping):
+        found += [v for k, v in extra.items() if k in CHOICE_KEYS and isinstance(v, int) and not isinstance(v, bool)]
+    return max(found) if found else None
+
+
+def utf8_bytes(value: Any) -> int:
+    """The UTF-8 bytes of every key and string in `value`, numbers and None as their text."""
+    return _bytes(value)
 
 
 def _bytes(value: Any) -> int:

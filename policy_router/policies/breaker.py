@@ -159,6 +159,10 @@ class HealthBook:
         self.breaker = breaker
         self.store = store
         self._emit = emit
+        self.retired: set[str] = set()
+        """Ids of routes a reconfiguration removed (and forgot) while requests planned
+        with this book may still be in flight: their outcomes are not written, so a route
+        removed mid-request does not come back resting."""
 
     def admit(
         self, route: str, now: float, token: str = "", label: str | None = None
@@ -201,7 +205,7 @@ class HealthBook:
 
         def change(h: Health) -> Health:
             before[:] = [h]
-            return self.breaker.succeeded(h)
+            return h if route in self.retired else self.breaker.succeeded(h)
 
         def made() -> None:
             if before and before[0].state != "closed":
@@ -216,6 +220,8 @@ class HealthBook:
         )
 
     def succeeded(self, route: str, token: str = "", label: str | None = None) -> Steps[None]:
+        if route in self.retired:
+            return
         before: Health | None = None
 
         def change(h: Health) -> Health:
@@ -239,6 +245,10 @@ class HealthBook:
         """Record a fault; returns the seconds of rest it started (0.0 when none). `first`
         is told that figure before observers hear `RestOpened`, so the attempt's own record
         (which carries it) comes before the rest it caused."""
+        if route in self.retired:
+            if first is not None:
+                first(0.0)
+            return 0.0
         before: Health | None = None
 
         def change(h: Health) -> Health:

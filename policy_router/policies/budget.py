@@ -43,8 +43,9 @@ class Budget:
     when the budget is spent, when its worst case would overrun what is left, when it has
     no price (unless `unpriced="allow"`, in which case its calls run and are counted as
     unmeasured), or when its table is in another currency. With `strict=True` a call whose
-    worst case has no finite bound (no `max_tokens` and no known output limit, or a file in
-    the prompt) is refused too, so the cap can never be passed. The budget lives in the
+    worst case has no finite bound (no `max_tokens` and no known output limit, a file in
+    the prompt, a tool the provider runs, no price at all, `unpriced="allow"` or not) is
+    refused too, so the cap can never be passed. The budget lives in the
     router's store; `name` tells budgets apart in a shared store.
     """
 
@@ -175,9 +176,17 @@ class Ledger:
                     candidate,
                     f"unpriced ({where}); an unpriced route cannot be held to a cap",
                 )
+            if self.budget.strict:
+                # A strict budget refuses every call it cannot bound, and a call with no
+                # price has no bound at all, whatever unpriced= says.
+                return self._skip(
+                    candidate,
+                    "unpriced under a strict budget: its cost cannot be bounded; give the "
+                    "route a price (Price(\"0\", \"0\") for a free local model) or drop strict",
+                )
             # Allowed unpriced: nothing to reserve, the call is counted as unmeasured.
             return 0, None, False
-        reply = reply_bound(facts, candidate.reply_limit, candidate.choices)
+        reply = reply_bound(facts, candidate.reply_limit, candidate.choices, candidate.sent_cap)
         bounded = reply is not None and facts.prompt_bound is not None
         if not bounded and self.budget.strict:
             why = (

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..ground.route import Route
-from .bounds import reply_tokens
+from .bounds import choice_count, reply_tokens
 from .capabilities import Capabilities, resolve
 from .prices import Price
 
@@ -58,7 +58,7 @@ def candidate_for(route: Route, info: Mapping[str, Any] | None, streams: bool) -
     if limit is None and info is not None:
         known = info.get("max_output_tokens")
         limit = known if isinstance(known, int) and known > 0 else None
-    n = route.kwargs.get("n")
+    n = choice_count(route.kwargs, "n", "best_of")
     return Candidate(
         route,
         resolve(route.model, info, streams, route.capabilities),

@@ -161,11 +161,14 @@ class InMemoryStore:
             return dict(self._health)
 
     def reset_health(self, route: str | None = None) -> None:
+        """Forget health records, and the close a provider's 429 put on a rate window."""
         with self._lock:
             if route is None:
                 self._health.clear()
             else:
                 self._health.pop(route, None)
+        if self._windows is not None:
+            self._windows.reopen(route)
 
     def __repr__(self) -> str:
         return f"InMemoryStore({len(self._spend)} budgets, {len(self._health)} routes)"

@@ -182,6 +182,13 @@ class MemoryWindows:
             r = self._route(route)
             r.closed = max(r.closed, self._clock.now() + seconds)
 
+    def reopen(self, route: str | None = None) -> None:
+        """Forget the close a provider's 429 put on one route's window (or on all)."""
+        with self._lock:
+            for name, r in self._routes.items():
+                if route is None or name == route:
+                    r.closed = 0.0
+
     def windows(self, routes: Sequence[str]) -> dict[str, Window]:
         with self._lock:
             out = {}

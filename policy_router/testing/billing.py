@@ -80,18 +80,36 @@ def prompt_tokens(body: Mapping[str, Any], texts: tuple[str, ...] = ("messages",
         if name in ("previous_response_id", "conversation"):
             tokens += STATE_TOKENS
         if name in ("tools", "functions") and isinstance(value, list):
-            tokens += TOOL_RUN_TOKENS * sum(
-                1 for t in value if isinstance(t, Mapping) and t.get("type") not in (None, "function", "custom")
-            )
+            tokens += TOOL_RUN_TOKENS * sum(1 for t in value if _runs(t))
     return max(tokens + images * IMAGE_TOKENS, 1)
 
 
+# A function the caller runs, spelled without a type (OpenAI's flat or bare function,
+# Gemini's declarations): billed as its schema. Any other typeless entry is a tool the
+# provider runs (Gemini's `{"googleSearch": {}}`), billed by what it reads.
+_FUNCTION_KEYS = frozenset({"function", "name", "description", "parameters", "strict",
+                            "functionDeclarations", "function_declarations"})
+
+
+def _runs(tool: Any) -> bool:
+    """Whether a tool entry is one the provider runs itself (and bills a run of)."""
+    if not isinstance(tool, Mapping):
+        return False
+    kind = tool.get("type")
+    if kind is not None:
+        return kind not in ("function", "custom")
+    return not set(tool) <= _FUNCTION_KEYS
+
+
 def cap(body: Mapping[str, Any], limit: int | None, *names: str) -> int | None:
-    """The most reply tokens per choice: the smallest of the body's caps and the model's."""
+    """The most reply tokens per choice: the *largest* of the body's caps (providers differ
+    in which of `max_tokens` and `max_completion_tokens` they read: vLLM the second, the
+    OpenAI-compatible rest the first; this fake bills as the one reading the larger), then
+    no more than the model's own limit."""
     caps = [v for n in names if isinstance(v := body.get(n), int) and not isinstance(v, bool)]
-    if limit is not None:
-        caps.append(limit)
-    return min(caps) if caps else None
+    if not caps:
+        return limit
+    return max(caps) if limit is None else min(max(caps), limit)
 
 
 def stop_at(text: str, tokens: int, finish: str, limit: int | None) -> tuple[str, int, str]:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .billing import cap, prompt_tokens, stop_at, words
-from .exchange import Exchange, split_text
+from .exchange import Exchange, reported, split_text
 from .steps import Reply
 
 __all__ = ["ChatExchange"]
@@ -68,17 +68,20 @@ class ChatExchange(Exchange):
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
         if reply.tool_calls:
             message["tool_calls"] = [tool_call(i, tc) for i, tc in enumerate(reply.tool_calls)]
-        return {
-            "id": self.id,
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.model,
-            "choices": [
-                {"index": i, "message": message, "finish_reason": finish}
-                for i in range(self._choices())
-            ],
-            "usage": self.usage(reply),
-        }
+        return reported(
+            {
+                "id": self.id,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": self.model,
+                "choices": [
+                    {"index": i, "message": message, "finish_reason": finish}
+                    for i in range(self._choices() if reply.choices is None else reply.choices)
+                ],
+                "usage": self.usage(reply),
+            },
+            reply,
+        )
 
     def events(
         self, reply: Reply, pieces: int, finish: bool
@@ -103,8 +106,10 @@ class ChatExchange(Exchange):
                 for part in split_text(text, pieces):
                     yield chunk(index, {"content": part})
             yield chunk(index, {}, reason if finish else None)
-        if (self.body.get("stream_options") or {}).get("include_usage"):
+        if (self.body.get("stream_options") or {}).get("include_usage") and (
+            reply.report_usage != "missing"
+        ):
             _, last = chunk(0, {})
             last["choices"] = []
             last["usage"] = self.usage(reply)
-            yield None, last
+            yield None, reported(last, reply)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .billing import cap, prompt_tokens, stop_at, words
-from .exchange import Exchange, split_text
+from .exchange import Exchange, reported, split_text
 from .steps import Reply
 
 __all__ = ["CompletionExchange"]
@@ -67,7 +67,7 @@ class CompletionExchange(Exchange):
             ]
         )
         payload["usage"] = self.usage(reply)
-        return payload
+        return reported(payload, reply)
 
     def events(
         self, reply: Reply, pieces: int, finish: bool
@@ -95,7 +95,9 @@ class CompletionExchange(Exchange):
                     ]
                 ),
             )
-        if (self.body.get("stream_options") or {}).get("include_usage"):
+        if (self.body.get("stream_options") or {}).get("include_usage") and (
+            reply.report_usage != "missing"
+        ):
             last = self._payload([])
             last["usage"] = self.usage(reply)
-            yield None, last
+            yield None, reported(last, reply)

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from .billing import words
-from .exchange import Exchange
+from .exchange import Exchange, reported
 from .steps import Reply
 
 __all__ = ["EmbeddingExchange"]
@@ -44,7 +44,7 @@ class EmbeddingExchange(Exchange):
         inputs = self._inputs()
         dimensions = self.body.get("dimensions") or DIMENSIONS
         tokens = self.billed(reply)
-        return {
+        return reported({
             "object": "list",
             "data": [
                 {"object": "embedding", "index": i, "embedding": vector(text, int(dimensions))}
@@ -53,4 +53,4 @@ class EmbeddingExchange(Exchange):
             "model": self.model,
             "created": int(time.time()),
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-        }
+        }, reply)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Protocol
 
 from .steps import Cut, Drop, Fail, Hang, NoFinish, Refuse, Reply, Step, StreamError, Trickle
 
-__all__ = ["Exchange", "Handler", "Limits", "error_body", "split_text"]
+__all__ = ["Exchange", "Handler", "Limits", "error_body", "reported", "split_text"]
 
 
 class Handler(Protocol):
@@ -49,6 +49,15 @@ class Limits:
     rpm: int | None = None
     tpm: int | None = None
 
+
+
+def reported(payload: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    """`payload` with its `usage` as `reply.report_usage` says: kept, left out, or null."""
+    if reply.report_usage == "missing":
+        payload.pop("usage", None)
+    elif reply.report_usage == "null":
+        payload["usage"] = None
+    return payload
 
 
 def error_body(message: str, kind: str, code: str | None = None) -> dict[str, Any]:
@@ -163,6 +172,7 @@ class Exchange:
         failure: StreamError | None = None,
     ) -> None:
         self.h.fake._billed(self.place, self.billed(reply))
+        self.h.fake._bill(self.model, self.billed(reply))
         if self.stream:
             self._stream(
                 reply, pieces=pieces, gap=gap, cut_after=cut_after, finish=finish, failure=failure

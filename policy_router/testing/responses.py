@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .billing import cap, prompt_tokens, words
-from .exchange import Exchange, error_body, split_text
+from .exchange import Exchange, error_body, reported, split_text
 from .steps import Reply, Step, StreamError
 
 __all__ = ["ResponsesExchange"]
@@ -96,8 +96,11 @@ class ResponsesExchange(Exchange):
             }
         ]
 
-    def _response(self, status: str, output: list[dict[str, Any]], usage: Any) -> dict[str, Any]:
-        return {
+    def _response(
+        self, status: str, output: list[dict[str, Any]], reply: Reply | None
+    ) -> dict[str, Any]:
+        """The response object; `reply` None while it is in progress (no usage yet)."""
+        payload = {
             "id": self.id,
             "object": "response",
             "created_at": int(time.time()),
@@ -108,17 +111,18 @@ class ResponsesExchange(Exchange):
             "tool_choice": "auto",
             "tools": self.body.get("tools") or [],
             "text": {"format": {"type": "text"}},
-            "usage": usage,
+            "usage": self._usage(reply) if reply is not None else None,
             "error": None,
             "incomplete_details": {"reason": "max_output_tokens"}
             if status == "incomplete"
             else None,
         }
+        return reported(payload, reply) if reply is not None else payload
 
     def answer(self, reply: Reply) -> dict[str, Any]:
         self.h.fake._responded(self.model, self.id)
         text, _, status = self._written(reply)
-        return self._response(status, self._items(reply, text), self._usage(reply))
+        return self._response(status, self._items(reply, text), reply)
 
     def failure(self, step: StreamError) -> tuple[str | None, dict[str, Any]]:
         if step.event == "error":
@@ -194,4 +198,4 @@ class ResponsesExchange(Exchange):
             yield event("response.output_item.done", output_index=0, item=item)
         if finish:
             kind = "response.completed" if status == "completed" else "response.incomplete"
-            yield event(kind, response=self._response(status, items, self._usage(reply)))
+            yield event(kind, response=self._response(status, items, reply))

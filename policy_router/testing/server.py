@@ -26,7 +26,8 @@ class FakeProvider:
     Use it as a context manager (or call `start()` and `stop()`). `base_url` is what a route's
     `api_base` should be. Scripts are per model name (the part after `openai/`), consumed in
     order; `requests(model)` counts the requests received for a model, whatever their fate,
-    and `bodies(model)` returns their JSON bodies; `connections()` counts TCP connections.
+    `bodies(model)` returns their JSON bodies, `bills(model)` what it billed for each reply
+    it wrote (reported in the answer or not); `connections()` counts TCP connections.
     `limits(model, max_output=...)` makes a model stop writing where a real one would. It is
     thread-safe, so many concurrent requests may hit it. It promises nothing about speed
     beyond what a `Hang` or a `Trickle` asks for.
@@ -40,9 +41,13 @@ class FakeProvider:
         *,
         default: Reply | None = None,
         responder: Callable[[str, dict[str, Any]], Step | None] | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         """`default` answers a request no script is queued for, unless `responder` (given
-        the request's path and body) returns a step first: see `Cooperative`."""
+        the request's path and body) returns a step first: see `Cooperative`. `host` is the
+        address it listens on: loopback, or (to play a vendor in a test of what leaves the
+        machine) one of this machine's other addresses."""
+        self._host = host
         self._default = default or Reply()
         self._responder = responder
         self._lock = threading.Lock()
@@ -57,6 +62,7 @@ class FakeProvider:
         self._made: dict[str, set[str]] = defaultdict(set)
         self._connections = 0
         self._strays = 0  # requests received for no endpoint it serves (or not JSON)
+        self._bills: dict[str, list[int]] = defaultdict(list)
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -67,7 +73,7 @@ class FakeProvider:
         if self._server is not None:
             return self
         handler = type("Handler", (_Handler,), {"fake": self})
-        server = _Server(("127.0.0.1", 0), handler)
+        server = _Server((self._host, 0), handler)
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(
@@ -107,7 +113,7 @@ class FakeProvider:
     @property
     def base_url(self) -> str:
         """The `api_base` for routes served by this fake: `http://127.0.0.1:<port>/v1`."""
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://{self._host}:{self.port}/v1"
 
     # -- scripting and counting ------------------------------------------------------------
     def script(self, model: str, *steps: Step) -> None:
@@ -153,6 +159,19 @@ class FakeProvider:
         with self._lock:
             return self._connections
 
+    def bills(self, model: str | None = None) -> list[int]:
+        """The tokens it billed each reply it wrote for `model` (or for all), prompt and
+        output, oldest first: what a provider charges, whether or not the answer reported
+        its usage, and whether or not the client was still there to read it."""
+        with self._lock:
+            if model is None:
+                return [t for v in self._bills.values() for t in v]
+            return list(self._bills.get(_bare(model), ()))
+
+    def _bill(self, model: str, tokens: int) -> None:
+        with self._lock:
+            self._bills[_bare(model)].append(tokens)
+
     def bodies(self, model: str) -> list[dict[str, Any]]:
         """The JSON bodies received for `model`, oldest first."""
         with self._lock:
@@ -175,6 +194,7 @@ class FakeProvider:
             self._windows.clear()
             self._refused.clear()
             self._made.clear()
+            self._bills.clear()
             self._connections = 0
             self._strays = 0
 

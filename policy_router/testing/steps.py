@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "Cut", "Drop", "Fail", "Hang", "NoFinish", "Refuse", "Reply", "Step", "StreamError", "Trickle",
@@ -14,12 +14,20 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Reply:
     """Answer normally: text, or tool calls, with the usage given (else counted honestly:
-    see `FakeProvider`). `usage` is (prompt, completion) tokens for the whole answer."""
+    see `FakeProvider`). `usage` is (prompt, completion) tokens for the whole answer.
+
+    `report_usage` says how the answer reports what it billed: `"yes"` (a `usage` object,
+    and a stream's usage chunk when asked for), `"missing"` (no `usage` key at all) or
+    `"null"` (`"usage": null`), as some providers and proxies answer. The fake bills the
+    request all the same (`FakeProvider.bills`). `choices` is how many choices a whole chat
+    answer carries (None: the request's `n`); 0 answers 200 with `choices: []`."""
 
     text: str = "Hello from FakeProvider."
     tool_calls: Sequence[dict[str, Any]] = ()
     usage: tuple[int, int] | None = None
     finish_reason: str | None = None
+    report_usage: Literal["yes", "missing", "null"] = "yes"
+    choices: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,14 @@ class KeySpace:
             if names:
                 r.delete(*(self._health_key(n) for n in names))
                 r.srem(self._index, *names)
+            # A provider's 429 closed a window until its Retry-After: forgotten too.
+            closed = (
+                [f"{self._space}:rate:{route}:closed"]
+                if route is not None
+                else list(r.scan_iter(match=f"{self._space}:rate:*:closed"))
+            )
+            for key in closed:
+                r.delete(key)
 
         self._link.run(op)
 

@@ -23,6 +23,7 @@ from loguru import logger
 
 from ...ground.errors import StoreUnavailableError
 from ..store import StoreBack, StoreLost
+from . import refusals
 
 __all__ = ["Link", "Write", "address", "transact"]
 
@@ -86,19 +87,9 @@ class Link:
         )
         self.where = address(url)
         self.retry_every = retry_every
-        # A cluster with a slot uncovered or moving (a failover, a reshard whose keys are
-        # half moved) cannot answer for now: an outage like a server down, never a bug.
-        self.outage: tuple[type[BaseException], ...] = (
-            redis.ConnectionError,
-            redis.TimeoutError,
-            OSError,
-            redis.exceptions.RedisClusterException,  # no node could be reached
-            redis.exceptions.ClusterError,
-            redis.exceptions.ClusterDownError,
-            redis.exceptions.TryAgainError,
-            redis.exceptions.MovedError,
-            redis.exceptions.AskError,
-        )
+        # Every error Redis or its client gives is an outage but a bug in our scripts
+        # (`refusals`): the server cannot do what the router needs, for now.
+        self.outage: tuple[type[BaseException], ...] = refusals.outage()
         self.lock = threading.Lock()
         self.retry_at = 0.0
         self.down_since: float | None = None
@@ -164,6 +155,8 @@ class Link:
                 self._flush()
             result = op(client)
         except self.outage as error:
+            if refusals.script_failed(error):
+                raise
             self._lost(error)
             raise self._unavailable() from None
         self._answered()
@@ -206,6 +199,8 @@ class Link:
                     raise
             result = await (self._twice(client, op) if self.cluster else op(client))
         except self.outage as error:
+            if refusals.script_failed(error):
+                raise
             self._lost(error)
             raise self._unavailable() from None
         self._answered()

@@ -1,0 +1,150 @@
+"""The floor's last line: no connection off this machine while an on-device attempt runs.
+
+The checkpoint at the wire reads the URL LiteLLM will use and the proxy the environment
+names (`core.checkpoint`). What it cannot read is the HTTP client LiteLLM already built:
+httpx reads the proxy variables when a client is made, and LiteLLM keeps its clients, so
+a client made while `HTTP_PROXY` was set sends through that proxy after the variable is
+gone (measured, litellm 1.110.2, httpx). The guard closes that gap where bytes really
+leave: while an on-device attempt is in flight in a thread or task, a Python audit hook
+(`sys.addaudithook`) refuses every `socket.connect` and `socket.sendto` to an address that
+is not this machine's loopback (or the host the route declared on-device), raising
+`OffDeviceConnection` before the connection is made. The HTTP client reports it as a
+failed connection; the router records the attempt as not sent.
+
+The hook is added to the process the first time an on-device attempt is made (an audit
+hook cannot be removed), and then costs one context-variable read per audited event
+outside an attempt. It guards the attempt's own thread or task and the tasks it starts.
+
+A connection a kept client already holds to a proxy makes no new `connect`: the request
+would be written on it unseen. So before an on-device attempt `kept_proxy` asks every HTTP
+client LiteLLM keeps (its client cache, its module-level clients, a session you gave it)
+which transport it would use for the route's URL; one that goes through a proxy off this
+machine stops the attempt, naming the proxy and the way out.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import ipaddress
+import socket
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ..ground.outcome import OffDeviceConnection
+from ..ground.reach import host_of
+from ..ground.route import Route
+
+__all__ = ["allowed_for", "install", "kept_proxy", "on_device"]
+
+_ALLOWED: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
+    "policy_router_on_device", default=None
+)
+_INSTALLED = False
+_LOCK = threading.Lock()
+
+
+def _hook(event: str, args: tuple[Any, ...]) -> None:
+    if event != "socket.connect" and event != "socket.sendto":
+        return
+    allowed = _ALLOWED.get()
+    if allowed is None:
+        return
+    address = args[-1]
+    if not isinstance(address, tuple) or not address:
+        return  # a Unix socket: this machine
+    host = str(address[0])
+    if host in allowed or _loopback(host):
+        return
+    raise OffDeviceConnection(
+        f"on_device=True: a connection to {host}:{address[1] if len(address) > 1 else ''} "
+        "was refused: it would leave this machine during an on-device attempt (an HTTP "
+        "client LiteLLM keeps may use a proxy set when it was made; see the README's floor)"
+    )
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def install() -> None:
+    """Add the guard's audit hook to the process, once (the first on-device attempt does)."""
+    global _INSTALLED
+    with _LOCK:
+        if not _INSTALLED:
+            sys.addaudithook(_hook)
+            _INSTALLED = True
+
+
+def allowed_for(route: Route) -> frozenset[str]:
+    """The addresses off loopback an on-device attempt of `route` may connect to: those of
+    the host it declared on-device (a machine of your own network), else none."""
+    if not route.reach_declared:
+        return frozenset()
+    base = route.kwargs.get("api_base") or route.kwargs.get("base_url")
+    host = host_of(str(base)) if base else None
+    if not host or _loopback(host):
+        return frozenset()
+    try:
+        return frozenset({host, *(str(info[4][0]) for info in socket.getaddrinfo(host, None))})
+    except OSError:
+        return frozenset({host})
+
+
+@contextmanager
+def on_device(allowed: frozenset[str]) -> Iterator[None]:
+    """Guard this thread or task (and the tasks it starts) for the block's length."""
+    if not _INSTALLED:
+        install()
+    token = _ALLOWED.set(allowed)
+    try:
+        yield
+    finally:
+        _ALLOWED.reset(token)
+
+
+def kept_proxy(urls: list[str]) -> str | None:
+    """The proxy off this machine through which an HTTP client LiteLLM keeps would carry a
+    request to one of `urls` (as `host:port`), or None. Read from httpx's own transports;
+    a client of another kind (aiohttp reads the environment per request, which the
+    checkpoint reads too) is left to the checkpoint."""
+    import httpx
+    import litellm
+
+    clients: list[Any] = []
+    cache = getattr(litellm, "in_memory_llm_clients_cache", None)
+    held = getattr(cache, "cache_dict", None)
+    if isinstance(held, dict):
+        clients += list(held.values())
+    for name in ("module_level_client", "module_level_aclient", "client_session", "aclient_session"):
+        client = litellm.__dict__.get(name)  # not through the lazy getattr: never build one
+        if client is not None:
+            clients.append(client)
+    targets = []
+    for url in urls:
+        try:
+            targets.append(httpx.URL(url if "://" in url else f"http://{url}"))
+        except (httpx.InvalidURL, TypeError, ValueError):
+            continue
+    for client in clients:
+        for inner in (client, getattr(client, "_client", None), getattr(client, "client", None)):
+            pick = getattr(inner, "_transport_for_url", None)
+            if not callable(pick):
+                continue
+            for target in targets:
+                try:
+                    pool = getattr(pick(target), "_pool", None)
+                    proxy = getattr(pool, "_proxy_url", None)
+                except Exception:
+                    continue
+                host = getattr(proxy, "host", None)
+                if isinstance(host, bytes):
+                    where = host.decode("ascii", "replace")
+                    if not _loopback(where) and where != "localhost":
+                        return f"{where}:{getattr(proxy, 'port', '') or ''}"
+    return None
