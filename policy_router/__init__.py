@@ -41,6 +41,7 @@ from .observe.observers import AttemptLog, LogObserver, read_attempts, read_skip
 from .policies.breaker import Breaker, RestClosed, RestOpened
 from .policies.budget import Budget, Spending
 from .policies.capabilities import Capabilities
+from .policies.hedge import Hedge
 from .policies.order import Fastest, Order, OrderContext, Ordering
 from .policies.orderings import register_ordering, unregister_ordering
 from .policies.price_table import PriceTable
@@ -76,6 +77,7 @@ __all__ = [
     "Explanation",
     "Fastest",
     "Health",
+    "Hedge",
     "InMemoryStore",
     "IncompleteResponseWarning",
     "Journey",

@@ -20,6 +20,7 @@ from .config.changes import Changes, Reconfigured, diff, forgotten
 from .config.inspection import Inspection
 from .core.journey import Explanation, Routed
 from .drive import calls
+from .drive.explaining import explanation
 from .drive.express import Call, Lane
 from .drive.face import LiteLLMFace
 from .drive.stream import StreamRestart
@@ -32,6 +33,7 @@ from .observe.metrics import MetricsStore
 from .observe.observers import Observer
 from .policies.breaker import Breaker
 from .policies.budget import Budget
+from .policies.hedge import Hedge
 from .policies.order import Order, Ordering
 from .policies.retry import Retry
 from .policies.score import Score
@@ -64,11 +66,19 @@ class Router(LiteLLMFace, Inspection):
     over does not print LiteLLM's help banner on every skip. The router is safe to share
     between threads and tasks.
 
+    Every router has a breaker (`Breaker()`, which rests a failing route for 5 s, doubling
+    to 15 s, so a recovered route is asked again within 15 s); pass `breaker=None` for
+    none, or a `Breaker` or a mapping of its fields for another.
+
     Health and spending live in `store`: in this process by default, or in Redis with
     `store=RedisStore(url)`, shared by every process whose router has the same `name`.
     Routes with `rpm`/`tpm` are skipped while their window is full; with
     `wait_for_capacity=True` (or per call) a request whose every route is full waits for
     the earliest slot instead, never past its deadline.
+
+    With `hedge=Hedge(after="p95")` (or a mapping of group to `Hedge`, or per call), an
+    attempt with no first chunk (no answer) after the delay is joined by a second one on
+    the next route the checks admit, and the first answer wins (see `Hedge`).
 
     With `metrics=` (`SQLiteMetrics`, `DuckDBMetrics`, `PostgresMetrics`) every attempt is
     recorded there off the request path, under `metrics_scope` (the router's `name` by
@@ -83,7 +93,7 @@ class Router(LiteLLMFace, Inspection):
         name: str = "default",
         order: Order | str | Ordering | Mapping[str, Order | str | Ordering] = Order.AS_LISTED,
         budget: Budget | None = None,
-        breaker: Breaker | None = None,
+        breaker: Breaker | Mapping[str, Any] | None = Breaker(),  # noqa: B008 (immutable)
         retry: Retry | None = None,
         deadline: float | None = None,
         store: Store | None = None,
@@ -96,6 +106,7 @@ class Router(LiteLLMFace, Inspection):
         metrics: MetricsStore | None = None,
         metrics_scope: str | None = None,
         score: Score | None = None,
+        hedge: Hedge | Mapping[str, Hedge | None] | None = None,
     ) -> None:
         self._lock = threading.Lock()  # one reconfiguration at a time
         self._notes: tuple[str, ...] = ()
@@ -121,6 +132,7 @@ class Router(LiteLLMFace, Inspection):
                 "metrics": metrics,
                 "metrics_scope": metrics_scope,
                 "score": score,
+                "hedge": hedge,
             }
         )
         self._attach(self._now.observers)
@@ -343,7 +355,7 @@ class Router(LiteLLMFace, Inspection):
     ) -> Explanation:
         """The verdict for every route of the group for this request. Nothing is sent."""
         self._open()
-        return self._now.planner.explain(endpoint_named(endpoint), model, messages, kwargs)
+        return explanation(self._now.planner, endpoint_named(endpoint), model, messages, kwargs)
 
     def _repr_html_(self) -> str:
         """A table for notebooks: each route with its reach, capabilities, price, health."""

@@ -56,13 +56,14 @@ def test_the_whole_diagram_with_doubling_and_cap() -> None:
     ("fault", "rest"),
     [
         (Fault(FaultKind.RATE_LIMITED, 429, "slow down", retry_after=7), 7),
-        (Fault(FaultKind.RATE_LIMITED, 429, "slow down", retry_after=99_999), 100),
+        (Fault(FaultKind.RATE_LIMITED, 429, "slow down", retry_after=99_999), 3600),
         (Fault(FaultKind.RATE_LIMITED, 429, "slow down"), 30),
         (Fault(FaultKind.ACCESS, 401, "bad key"), 3600),
     ],
 )
 def test_rate_limits_and_access_errors_open_at_once(fault: Fault, rest: float) -> None:
-    """A 429 rests for Retry-After (capped) or the cooldown; 401/403/404 for `settled`."""
+    """A 429 rests for Retry-After (an hour at most) or the cooldown; 401/403/404 for
+    `settled`."""
     health, _ = book(Breaker(failures=3, cooldown=30, max_cooldown=100, settled=3600))
     health.failed("r", fault, 0.0)
     record = health.store.health("r")

@@ -108,20 +108,25 @@ def test_retry_sends_exactly_attempts_requests_then_falls_through(fake: FakeProv
 
 
 def test_retry_honours_retry_after_and_never_retries_a_bad_request(fake: FakeProvider) -> None:
-    """A 429 with Retry-After: 1 is retried after a second; a 400 is not retried at all."""
+    """A 429 with Retry-After: 1 on the only route is retried after a second; with another
+    route left, that route is asked at once; a 400 is not retried at all."""
     fake.script("a", Fail(429, retry_after=1), Reply("second time"))
-    router = Router(
-        [fake_route(fake, "a", retry=Retry(attempts=2)), fake_route(fake, "b")],
-        breaker=Breaker(),
-    )
+    alone = Router([fake_route(fake, "a", retry=Retry(attempts=2))], breaker=None)
     started = time.monotonic()
-    routed = router.route(model="g", messages=MESSAGES)
+    routed = alone.route(model="g", messages=MESSAGES)
     assert time.monotonic() - started >= 1.0
     assert routed.route.name == "openai/a" and routed.journey.attempts[1].wait == 1.0
+    fake.script("a", Fail(429, retry_after=1))
+    router = Router([fake_route(fake, "a", retry=Retry(attempts=2)), fake_route(fake, "b")])
+    started = time.monotonic()
+    routed = router.route(model="g", messages=MESSAGES)
+    assert routed.route.name == "openai/b" and time.monotonic() - started < 1.0
+    assert routed.journey.attempts[0].rested == 1.0  # rests for its Retry-After, asked again after it
+    router.reset()
     fake.script("a", Fail(400))
     with pytest.raises(litellm.BadRequestError):
         router.completion(model="g", messages=MESSAGES)
-    assert fake.requests("a") == 3 and fake.requests("b") == 0
+    assert fake.requests("a") == 4 and fake.requests("b") == 1
 
 
 DRIVERS = ("sync", "async", "stream", "astream")
@@ -361,6 +366,7 @@ def test_attempt_log_writes_one_row_per_attempt_from_threads(
         [fake_route(fake, "a", prices=prices), fake_route(fake, "b", prices=prices)],
         budget=Budget("1", unpriced="allow"),
         observers=[AttemptLog(path)],
+        breaker=None,  # every call tries `a` first: 21 failures and 21 answers
     )
     with ThreadPoolExecutor(8) as pool:
         list(

@@ -139,7 +139,8 @@ def test_order_score_needs_a_metrics_store(fake: FakeProvider) -> None:
 
 def test_the_report_reads_the_metrics_store_regular_and_streaming_apart(fake: FakeProvider, tmp_path: Path) -> None:
     routes = [*_routes(fake), Route("openai/idle", group="g", api_base=fake.base_url, api_key="sk-i", capabilities=CAPS)]
-    router = Router(routes, metrics=SQLiteMetrics(tmp_path / "m.sqlite"))
+    # No breaker: the 429 must not rest `a`, whose stream is read next.
+    router = Router(routes, metrics=SQLiteMetrics(tmp_path / "m.sqlite"), breaker=None)
     fake.script("a", Fail(429))
     router.completion(model="g", messages=MESSAGES)
     list(router.completion(model="g", messages=MESSAGES, stream=True))

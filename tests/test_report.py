@@ -67,7 +67,9 @@ def test_skip_reasons_are_counted_with_their_numbers_folded(fake: FakeProvider) 
     clock = ManualClock()
     fake.script("a", Fail(503))
     router = Router(
-        [fake_route(fake, "a"), fake_route(fake, "b")], breaker=Breaker(failures=1), clock=clock
+        [fake_route(fake, "a"), fake_route(fake, "b")],
+        breaker=Breaker(failures=1, cooldown=30),
+        clock=clock,
     )
     for step in (0, 3, 4):
         clock.advance(step)

@@ -78,10 +78,12 @@ FAULTS: dict[str, tuple[Step, type[BaseException], bool]] = {
     "404": (Fail(404), litellm.NotFoundError, True),
     "400": (Fail(400), litellm.BadRequestError, False),
     "422": (Fail(422), litellm.BadRequestError, False),
+    # A prompt too long for one route's window moves on to a route whose window is larger
+    # or unknown (these routes declare none).
     "context-window": (
         Fail(400, "This model's maximum context length is 8 tokens."),
         litellm.ContextWindowExceededError,
-        False,
+        True,
     ),
     "refusal": (Refuse(), RefusedError, False),
 }

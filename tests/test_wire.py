@@ -712,11 +712,11 @@ def test_a_settlement_redis_refuses_after_the_answer_is_queued_and_replayed_once
             admin.config_set("maxmemory", "1")
             return Reply("answered before Redis filled up", usage=(5, 5))
 
-        fake._responder = refuse_after_reply
+        fake.responder = refuse_after_reply
         try:
             answer = router.completion(model="g", messages=HI, max_tokens=10)
         finally:
-            fake._responder = None
+            fake.responder = None
         assert answer.choices[0].message.content == "answered before Redis filled up"
         admin.config_set("maxmemory", "0")
         time.sleep(0.1)

@@ -26,9 +26,10 @@ from ..ground.route import Route, identities
 from ..observe.metrics import Recorder
 from ..observe.observers import AttemptLog, Observer, fan_out, router_emit
 from ..observe.report import History
-from ..policies.breaker import HealthBook, counting_for
+from ..policies.breaker import Breaker, HealthBook, breaker_of, counting_for
 from ..policies.budget import Ledger
 from ..policies.candidate import candidate_for
+from ..policies.hedge import Hedge
 from ..policies.order import Order, Ordering
 from ..policies.orderings import choose
 from ..state.memory import InMemoryStore
@@ -41,7 +42,7 @@ ARGUMENTS: Mapping[str, Any] = {
     "name": "default",
     "order": Order.AS_LISTED,
     "budget": None,
-    "breaker": None,
+    "breaker": Breaker(),
     "retry": None,
     "deadline": None,
     "store": None,
@@ -54,6 +55,7 @@ ARGUMENTS: Mapping[str, Any] = {
     "metrics": None,
     "metrics_scope": None,
     "score": None,
+    "hedge": None,
 }
 """The constructor's keyword arguments (besides `routes`) and their defaults."""
 
@@ -117,6 +119,23 @@ def _orders(order: Any, routes: tuple[Route, ...], previous: Assembly | None) ->
     return default, chosen
 
 
+def _hedge(given: Any, routes: tuple[Route, ...]) -> Hedge | Mapping[str, Hedge | None] | None:
+    """The router's `hedge=`: a `Hedge`, a mapping of group to `Hedge` (or None), or None."""
+    if given is None or isinstance(given, Hedge):
+        return given
+    if isinstance(given, Mapping):
+        unknown = set(given) - {r.group for r in routes}
+        if unknown:
+            raise ConfigError(f"hedge names groups no route is in: {sorted(unknown)}")
+        for group, hedge in given.items():
+            if hedge is not None and not isinstance(hedge, Hedge):
+                raise ConfigError(f"hedge[{group!r}] must be a Hedge or None, got {type(hedge).__name__}")
+        return dict(given)
+    raise ConfigError(
+        f"hedge must be a Hedge, a mapping of group to Hedge, or None; got {type(given).__name__}"
+    )
+
+
 def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assembly:
     """The assembly for `args` (the constructor's arguments, `routes` included), carrying
     `previous`'s state where it still applies. Raises `ConfigError` before building
@@ -155,7 +174,7 @@ def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assem
         )
         store = given.bind(a["name"], clock, emit)
     ledger = Ledger(a["budget"], store) if a["budget"] is not None else None
-    breaker = a["breaker"] or counting_for([default, *orders.values()])
+    breaker = breaker_of(a["breaker"]) or counting_for([default, *orders.values()])
     health = HealthBook(breaker, store, emit) if breaker else None
     # A request's start and end go only to the caller's observers that may want them.
     framed = [o for o in observers if not isinstance(o, AttemptLog)]
@@ -172,6 +191,8 @@ def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assem
         emit=emit,
         wait_for_capacity=bool(a["wait_for_capacity"]),
         frame=fan_out(framed) if framed else None,
+        hedge=_hedge(a["hedge"], routes),
+        latencies=previous.planner.latencies if previous is not None else None,
     )
     if previous is not None:
         planner.carry_turns(previous.planner)

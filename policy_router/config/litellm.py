@@ -70,13 +70,12 @@ _ROUTER_ONLY = {
     "max_budget": "per-deployment budgets are not a policy here; use the router's Budget",
     "budget_duration": "per-deployment budgets are not a policy here; use the router's Budget",
     "access_groups": "access groups are the proxy's key management",
-    "max_input_tokens": "the provider's own limit refuses a longer prompt (a 400, not retried)",
     "team_id": "teams are the proxy's key management",
     "itpm": "input-token limits are not counted apart; use tpm",
     "otpm": "output-token limits are not counted apart; use tpm",
 }
 # model_info keys read here; every other one is listed as informational.
-_MODEL_INFO_READ = {"id", "mode", "max_output_tokens", "reach", "base_model"}
+_MODEL_INFO_READ = {"id", "mode", "max_output_tokens", "max_input_tokens", "reach", "base_model"}
 
 
 @dataclass
@@ -223,6 +222,8 @@ def _entry(
         else:
             capabilities.update({c.value: True for c in MODES[mode]})
     limit = info.get("max_output_tokens")
+    # LiteLLM Router's pre-call check reads the window from litellm_params or model_info.
+    window = params.pop("max_input_tokens", None) or info.get("max_input_tokens")
     route = Route(
         model,
         group=str(entry["model_name"]),
@@ -231,6 +232,7 @@ def _entry(
         capabilities=capabilities or None,
         prices=_prices(costs, model, f"{here} model_info") if costs else None,
         output_limit=limit if isinstance(limit, int) and limit > 0 else None,
+        context_window=window if isinstance(window, int) and window > 0 else None,
         secrets=read,
         **own,
         **{k: v for k, v in params.items() if v is not None},

@@ -18,138 +18,27 @@ from __future__ import annotations
 import difflib
 import warnings
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic.functional_validators import AfterValidator
+from pydantic import ValidationError
 
-from ..drive import model_info
 from ..ground import catalog
 from ..ground.errors import ConfigError
 from ..ground.route import Route
 from ..ground.secrets import is_secret_name
 from ..policies.breaker import Breaker
 from ..policies.budget import Budget
-from ..policies.order import Order
-from ..policies.orderings import named
+from ..policies.hedge import Hedge
 from ..policies.price_table import PriceTable, _parse
 from ..policies.retry import Retry
 from .litellm import ENV_PREFIX, Loaded, from_environment, secret
-from .observing import MetricsSpec, ObserversSpec, learning_policies, observers_of
+from .observing import learning_policies, observers_of
 from .proxy import is_proxy_config, proxy_config
+from .spec import BreakerSpec, PolicySpec
 
 __all__ = ["Loaded", "load", "routes_and_policies"]
-
-_ROUTE_FIELDS = {
-    "enabled",
-    "id",
-    "model",
-    "name",
-    "reach",
-    "capabilities",
-    "prices",
-    "retry",
-    "output_limit",
-    "rpm",
-    "tpm",
-}
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class RetrySpec(_Strict):
-    attempts: int = 2
-    backoff: float = 0.5
-    max_backoff: float = 8.0
-    jitter: bool = True
-
-
-class RouteSpec(BaseModel):
-    """One route: our fields, plus any LiteLLM keyword argument."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    model: str
-    name: str | None = None
-    id: str | None = None
-    reach: Literal["on_device", "vendor"] | None = None
-    capabilities: dict[str, bool] | None = None
-    prices: str | dict[str, Any] | None = None
-    retry: RetrySpec | None = None
-    output_limit: int | None = None
-    rpm: int | None = None
-    tpm: int | None = None
-    enabled: bool = True
-
-    @model_validator(mode="after")
-    def _known_kwargs(self) -> RouteSpec:
-        known = model_info.litellm_kwargs()
-        for key in self.model_extra or {}:
-            if key not in known:
-                raise ValueError(
-                    f"{key!r} is neither a route field ({', '.join(sorted(_ROUTE_FIELDS))}) "
-                    "nor a LiteLLM argument"
-                )
-        return self
-
-
-class GroupSpec(_Strict):
-    order: Annotated[str, AfterValidator(named)] = Order.AS_LISTED.value
-    routes: list[RouteSpec] = Field(min_length=1)
-
-
-class BudgetSpec(_Strict):
-    cap: str | int | Decimal
-    currency: str = "USD"
-    unpriced: Literal["refuse", "allow"] = "refuse"
-    strict: bool = False
-
-    @field_validator("cap", mode="before")
-    @classmethod
-    def _exact(cls, value: Any) -> Any:
-        if isinstance(value, float):
-            raise ValueError(
-                f'{value!r} is a float, which cannot hold money exactly; write "{value}" as a '
-                "string (a YAML or TOML file is read exactly as written)"
-            )
-        return value
-
-
-class BreakerSpec(_Strict):
-    failures: int = 3
-    cooldown: float = 30.0
-    max_cooldown: float = 8 * 3600.0
-    settled: float = 3600.0
-
-
-class StoreSpec(_Strict):
-    redis: str
-    namespace: str | None = None
-    timeout: float = Field(default=0.5, gt=0)
-    retry_every: float = Field(default=1.0, gt=0)
-    cluster: bool = False
-
-
-class PolicySpec(_Strict):
-    name: str = "default"
-    groups: dict[str, GroupSpec] = Field(min_length=1)
-    price_tables: dict[str, str | dict[str, Any]] = Field(default_factory=dict)
-    budget: BudgetSpec | None = None
-    breaker: BreakerSpec | None = None
-    retry: RetrySpec | None = None
-    deadline: float | None = Field(default=None, gt=0)
-    wait_for_capacity: bool = False
-    store: StoreSpec | None = None
-    observers: ObserversSpec | None = None
-    metrics: MetricsSpec | None = None
-    metrics_scope: str | None = Field(default=None, min_length=1)
-    score: dict[str, Any] | None = None  # Score's fields (checked by learning_policies)
-
 
 def _where(loc: Sequence[int | str]) -> str:
     text = ""
@@ -245,6 +134,22 @@ def _at(place: str, build: Any, *args: Any, **kwargs: Any) -> Any:
         raise ConfigError(f"{place}: {error}") from None
 
 
+def _hedges(spec: PolicySpec, source: str) -> Hedge | dict[str, Hedge | None] | None:
+    """The router's `hedge=`: the file's `hedge`, or per group where a group says its own."""
+    default = _at(f"{source}: hedge", Hedge, **spec.hedge.model_dump()) if spec.hedge else None
+    own = {g: gs.hedge for g, gs in spec.groups.items() if "hedge" in gs.model_fields_set}
+    if not own:
+        return default
+    return {
+        g: (
+            _at(f"{source}: groups.{g}.hedge", Hedge, **own[g].model_dump())  # type: ignore[union-attr]
+            if own.get(g)
+            else (None if g in own else default)
+        )
+        for g in spec.groups
+    }
+
+
 def routes_and_policies(
     data: Mapping[str, Any], *, source: str = "config", base: Path | None = None
 ) -> Loaded:
@@ -299,8 +204,11 @@ def routes_and_policies(
                         reach=r.reach,
                         capabilities=r.capabilities,
                         prices=prices,
-                        retry=Retry(**r.retry.model_dump()) if r.retry else None,
+                        retry=r.retry.made() if r.retry else None,
                         output_limit=r.output_limit,
+                        context_window=r.context_window,
+                        first_token_timeout=r.first_token_timeout,
+                        stall_timeout=r.stall_timeout,
                         rpm=r.rpm,
                         tpm=r.tpm,
                         enabled=r.enabled,
@@ -324,13 +232,21 @@ def routes_and_policies(
         )
         if b
         else None,
-        "breaker": _at(f"{source}: breaker", Breaker, **spec.breaker.model_dump())
-        if spec.breaker
+        "retry": _at(f"{source}: retry", Retry, **spec.retry.model_dump(exclude_none=True))
+        if spec.retry
         else None,
-        "retry": _at(f"{source}: retry", Retry, **spec.retry.model_dump()) if spec.retry else None,
         "deadline": spec.deadline,
         "wait_for_capacity": spec.wait_for_capacity,
     }
+    hedges = _hedges(spec, source)
+    if hedges is not None:
+        policies["hedge"] = hedges
+    if "breaker" in spec.model_fields_set:  # absent: the router's default breaker
+        policies["breaker"] = (
+            _at(f"{source}: breaker", Breaker, **spec.breaker.model_dump())
+            if isinstance(spec.breaker, BreakerSpec)
+            else None
+        )
     if spec.store is not None:
         url = secret(spec.store.redis, "store.redis", missing)
         if url == spec.store.redis and urlsplit(url).password:

@@ -144,7 +144,7 @@ def proxy_config(
     if fails is not None or cooldown is not None:
         policies["breaker"] = Breaker(
             failures=_count(fails, "router_settings.allowed_fails") + 1 if fails is not None else 3,
-            cooldown=float(cooldown) if cooldown is not None else 30.0,
+            cooldown=float(cooldown) if cooldown is not None else Breaker().cooldown,
         )
     redis = {k: router_settings.pop(k) for k in list(router_settings) if k.startswith("redis_")}
     if redis:

@@ -30,11 +30,11 @@ from urllib.parse import urlsplit, urlunsplit
 from ..ground.money import Money
 from ..ground.outcome import Fault, FaultKind, Wire
 from ..ground.reach import host_of, is_loopback, proxy_for
-from ..policies.budget import RequestFacts, Reservation
+from ..policies.budget import Ledger, RequestFacts, Reservation
 from ..policies.candidate import Candidate
 from ..policies.sent_body import body_of, choices, prompt_bytes, reply_cap, server_tool
 
-__all__ = ["Checkpoint", "proxied"]
+__all__ = ["Checkpoint", "proxied", "wire_for"]
 
 
 class Checkpoint:
@@ -138,6 +138,29 @@ class Checkpoint:
             )
         wire.unbounded = why  # sent, and counted as overshoot possible
         return None
+
+
+def wire_for(
+    candidate: Candidate,
+    held: Reservation | None,
+    floor: bool,
+    ledger: Ledger | None,
+    facts: RequestFacts | None,
+) -> Wire:
+    """An attempt's wire, with a checkpoint when a promise is to be judged there: the
+    on-device `floor`, or a reservation the body as sent must not outgrow."""
+    if not floor and (held is None or held.price is None):
+        return Wire()
+    return Wire(
+        Checkpoint(
+            candidate,
+            floor=floor,
+            held=held,
+            facts=facts,
+            strict=ledger is not None and ledger.budget.strict,
+            currency=ledger.currency if ledger is not None else "USD",
+        )
+    )
 
 
 def proxied(url: str) -> Fault | None:

@@ -31,12 +31,12 @@ from .journey import Attempt, Waited
 
 if TYPE_CHECKING:
     from ..policies.breaker import HealthBook
+    from ..policies.hedge import Latencies
     from ..policies.limits import RateBook
     from ..policies.retry import Retry
 
 __all__ = ["Outcomes", "answer"]
 
-_CANCELLED = Fault(FaultKind.TIMEOUT, None, "the caller cancelled the request")
 
 
 class Outcomes:
@@ -62,6 +62,7 @@ class Outcomes:
     _stop: Fault | None
     _last_fault: Fault | None
     scrubber: Scrubber
+    _latencies: Latencies | None
 
     def _redact(self, send: Send, text: str) -> str:
         """`text` without any secret the request knows of, those the attempt carried on
@@ -116,6 +117,9 @@ class Outcomes:
         if final and self.operation == "responses":
             yield from continuity.remember(made, send.route)
         elapsed = self._since(send)
+        if not here and self._latencies is not None:
+            # The route's time to answer (to its first chunk): what a hedge waits on.
+            self._latencies.record(send.route.id, elapsed)
         if self._on_result is not None:
             self._on_result(send.route.id, "answered", elapsed)
         attempt = answer(
@@ -200,57 +204,6 @@ class Outcomes:
 
         yield from self._fault_seen(send, fault, record)
 
-    def abandoned(
-        self, send: Send, then: str = "abandoned at the deadline; settles when it ends"
-    ) -> None:
-        """The deadline passed (or the caller was interrupted, `then` says) while a sync
-        call was still running on its worker.
-
-        Its reservation stays held and its health unrecorded: `settle_late` settles both
-        when the abandoned call ends.
-        """
-        self.expired = True
-        fault = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")
-        self._last_fault = fault
-        self._record(self._failure(send, fault, then))
-
-    def cancelled(self, send: Send, *, sent: bool) -> Steps[None]:
-        """The caller cancelled the request during this attempt (an async task cancelled).
-
-        Once the request was sent the provider may generate and bill it, so the call is
-        charged its reservation, counted as unmeasured; before that it is released. The
-        breaker learns nothing either way, and a claimed probe is given back.
-        """
-        self.expired = True
-        cost = (yield from self._settle(send, None)) if sent else None
-        yield from self._end_slot(send, send.slot_tokens if sent else None)
-        if not sent:
-            yield from self._release(send)
-        if self._health is not None:
-            yield from self._health.release(send.route.id, send.token)
-        then = "charged its reservation" if sent else "released; nothing was sent"
-        self._record(
-            replace(self._failure(send, _CANCELLED, then, cost), outcome="cancelled", status=None)
-        )
-
-    def settle_late(self, send: Send, usage: Usage | None, fault: Fault | None) -> Steps[None]:
-        """An abandoned call ended: charge or release it, and tell the breaker."""
-        yield from self._end_slot(send, self._billed(send, usage))
-        if fault is None:
-            yield from self._settle(send, usage)
-            if self._health is not None:
-                yield from self._health.succeeded(send.route.id, send.token, send.route.name)
-        else:
-            if fault.billed:
-                yield from self._settle(send, None)  # it may have been billed: charged
-            else:
-                yield from self._release(send)
-            if self._health is not None:
-                yield from self._health.failed(
-                    send.route.id, self._redacted(send, fault), self._clock.now(), send.token,
-                    label=send.route.name,
-                )
-
     def _fault_seen(
         self, send: Send, fault: Fault, record: Callable[[float], None]
     ) -> Steps[None]:
@@ -269,6 +222,8 @@ class Outcomes:
 
     def _after(self, send: Send, fault: Fault) -> str:
         """What follows a failure: a retry, the next route, or a stop; queues a retry."""
+        if fault.kind is FaultKind.TOO_LONG:
+            return self._larger_windows(send, fault)
         if not fault.kind.falls_through:
             self._stop = fault
             if fault.kind.about == "request":
@@ -278,6 +233,9 @@ class Outcomes:
             self.expired = True
             return "deadline passed"
         policy = self._retry(send.route) if self._retry is not None else None
+        if fault.kind is FaultKind.RATE_LIMITED and any(c.id != send.candidate.id for c, _, _ in self._queue):
+            # The provider said "not now": another route is asked before this one again.
+            policy = None
         wait = policy.wait(fault, send.number, self._rng) if policy is not None else None
         if wait is not None:
             if self.deadline is not None and wait >= self.deadline.left():
@@ -285,6 +243,32 @@ class Outcomes:
             self._queue.appendleft((send.candidate, wait, send.number + 1))
             return f"retry in {wait:.2f} s"
         return "next route" if self._queue else "no route left"
+
+    def _larger_windows(self, send: Send, fault: Fault) -> str:
+        """A prompt too long for the route's window moves on only to routes whose window is
+        larger, or unknown: never to one known to be no larger, never to the same route
+        again; with none left it stops with the provider's error."""
+        too_small = send.candidate.window
+        kept: deque[tuple[Candidate, float, int]] = deque()
+        for entry in self._queue:
+            candidate = entry[0]
+            if candidate.id == send.candidate.id:
+                continue
+            if too_small is not None and candidate.window is not None and candidate.window <= too_small:
+                self._record(Skip(
+                    candidate.name,
+                    Check.CONTEXT_WINDOW,
+                    f"window {candidate.window:,} is no larger than {send.route.name}'s "
+                    f"{too_small:,}, which found the prompt too long",
+                    {"window": candidate.window, "refused_by": too_small},
+                ))
+                continue
+            kept.append(entry)
+        self._queue = kept
+        if not kept:
+            self._stop = fault
+            return "stopped: no route with a larger context window"
+        return "next route with a larger context window"
 
     def failed_after_answer(
         self, send: Send, fault: Fault, usage: Usage | None = None, *, restart: bool = False

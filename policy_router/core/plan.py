@@ -13,31 +13,33 @@ or `await aperform(plan.store, ...)` (async); see `state.store`.
 
 from __future__ import annotations
 
-import math
 import random
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..ground.clock import Clock
 from ..ground.errors import StoreUnavailableError
 from ..ground.ids import new_id
-from ..ground.outcome import Fault, Wire
-from ..ground.records import Check, Skip
+from ..ground.outcome import Fault
+from ..ground.records import Skip
 from ..ground.route import Route
 from ..ground.secrets import Scrubber
 from ..policies import continuity
-from ..policies.budget import Ledger, RequestFacts, Reservation
+from ..policies.budget import Ledger, RequestFacts
 from ..policies.candidate import Candidate
+from ..policies.hedge import Hedge, Latencies
 from ..policies.requirements import Requirements
 from ..state.memory import InMemoryStore
 from ..state.store import Health, Steps, Store, StoreCall, StoreDeadline, perform
-from .checkpoint import Checkpoint
+from .capacity import Capacity
+from .checkpoint import wire_for
 from .checks import Ordering, sift
+from .endings import Endings
 from .events import AttemptStarted, RequestEnded, RequestStarted
-from .gate import Gate, Send
+from .gate import Admitted, Gate, Send
 from .journey import Attempt, Journey, Waited, journey_of
-from .outcomes import Outcomes
 from .unanswered import unanswered
 
 if TYPE_CHECKING:
@@ -58,7 +60,7 @@ _JITTER = random.Random()
 _LONGEST_TIMEOUT = 86_400.0
 
 
-class Plan(Outcomes):
+class Plan(Endings, Capacity):
     """One request's decisions, from the first route considered to the outcome.
 
     Thread-compatible, not thread-safe: one plan belongs to one request. The store behind
@@ -95,19 +97,23 @@ class Plan(Outcomes):
         settings: Mapping[str, Any] | None = None,
         frame: Callable[[object], None] | None = None,
         secrets: tuple[str, ...] | None = None,
+        call: Mapping[str, Any] | None = None,
         on_dispatch: Callable[[str, int], None] | None = None,
         continues: str | None = None,
         id: str | None = None,
+        hedge: Hedge | None = None,
+        latencies: Latencies | None = None,
     ) -> None:
         self.group = group
         self.operation = operation
-        # Every secret of the group's routes and of the call (the planner's `secrets`), and
-        # those its attempts put on the wire and the environment holds: taken out of
-        # whatever the request records or raises.
+        # Every secret of the group's routes (the planner's `secrets`), of the call's own
+        # keywords (`call`), those its attempts put on the wire and the environment holds:
+        # taken out of whatever the request records or raises.
         self.scrubber = Scrubber(
             secrets
             if secrets is not None
-            else tuple(sorted({x for c in candidates for x in c.route.secrets}, key=len, reverse=True))
+            else tuple(sorted({x for c in candidates for x in c.route.secrets}, key=len, reverse=True)),
+            call,
         )
         self.store: Store = store or (
             ledger.store if ledger else health.store if health else InMemoryStore()
@@ -164,6 +170,8 @@ class Plan(Outcomes):
         self._last_fault: Fault | None = None
         self.expired = False
         self._adopted: Send | None = None
+        self._hedge = hedge
+        self._latencies = latencies
 
     @property
     def observed(self) -> bool:
@@ -252,7 +260,6 @@ class Plan(Outcomes):
                 self.expired = True
                 return None
             candidate, wait, number = self._queue.popleft()
-            name = candidate.id
             self._sends += 1
             token = f"{self.id}.{self._sends}"
             # A retry is checked as of when it will be sent, after its wait.
@@ -260,101 +267,81 @@ class Plan(Outcomes):
             if isinstance(admitted, Skip):
                 self._passed_over(admitted)
                 continue
-            probe, slot, held = admitted.probe, admitted.slot, admitted.held
-            timeout = self._timeout
-            if self.deadline is not None:
-                left = self.deadline.left() - wait
-                if left <= 0:
-                    yield from self._gate.give_back(name, held, token, slot is not None)
-                    self.expired = True
-                    return None
-                # The router holds the deadline itself (cancelling, or abandoning a sync
-                # worker), so LiteLLM is given the deadline's length, not the time left:
-                # LiteLLM keys its cached HTTP client by `timeout`, and a value that changed
-                # on every call built a new client and connection for each one.
-                # A deadline of years (`1e10`) is no timeout an HTTP client can hold: a day is.
-                length = min(self.deadline.seconds, _LONGEST_TIMEOUT)
-                timeout = length if timeout is None else min(timeout, length)
-            self._tried_in_round = True
-            self._attempts += 1
-            if self._on_dispatch is not None:
-                self._on_dispatch(candidate.id, self._attempts)  # round robin moves on
-            if self._frame is not None:
-                self._frame(
-                    AttemptStarted(
-                        self.id, self.group, candidate.route, self._attempts, number, probe
-                    )
-                )
-            return Send(
-                candidate,
-                self._clock.now() + wait,
-                held,
-                wait,
-                timeout,
-                number,
-                probe,
-                token,
-                slot,
-                self._attempts,
-                self._wire(candidate, held),
-            )
+            return (yield from self._dispatch(candidate, admitted, token, wait, number))
         return None
 
-    def _wire(self, candidate: Candidate, held: Reservation | None) -> Wire:
-        """The attempt's wire, with a checkpoint when a promise is to be judged there: the
-        on-device floor, or a reservation the body as sent must not outgrow."""
-        floor = self.needs.on_device
-        if not floor and (held is None or held.price is None):
-            return Wire()
-        ledger = self._ledger
-        return Wire(
-            Checkpoint(
-                candidate,
-                floor=floor,
-                held=held,
-                facts=self._facts,
-                strict=ledger is not None and ledger.budget.strict,
-                currency=ledger.currency if ledger is not None else "USD",
+    def _dispatch(
+        self, candidate: Candidate, admitted: Admitted, token: str, wait: float, number: int
+    ) -> Steps[Send | None]:
+        """The admitted attempt as the drivers send it: its timeout (the route's limits'
+        backstop, the deadline's length), counted, told to the ordering and the observers;
+        None when the deadline leaves no time for it (what it holds given back)."""
+        probe, slot, held = admitted.probe, admitted.slot, admitted.held
+        timeout = self._timeout
+        route = candidate.route
+        limits = [x for x in (route.first_token_timeout, route.stall_timeout) if x]
+        if limits:
+            # The socket's read timeout backs the route's own limits (which the drivers
+            # hold to the letter): a worker left reading a stalled stream is let go soon.
+            backstop = max(limits) + 1.0
+            timeout = backstop if timeout is None else min(timeout, backstop)
+        if self.deadline is not None:
+            if self.deadline.left() - wait <= 0:
+                yield from self._gate.give_back(candidate.id, held, token, slot is not None)
+                self.expired = True
+                return None
+            # The router holds the deadline itself (cancelling, or abandoning a sync
+            # worker), so LiteLLM is given the deadline's length, not the time left:
+            # LiteLLM keys its cached HTTP client by `timeout`, and a value that changed on
+            # every call built a new client and connection for each one. A deadline of
+            # years (`1e10`) is no timeout an HTTP client can hold: a day is.
+            length = min(self.deadline.seconds, _LONGEST_TIMEOUT)
+            timeout = length if timeout is None else min(timeout, length)
+        self._tried_in_round = True
+        self._attempts += 1
+        if self._on_dispatch is not None:
+            self._on_dispatch(candidate.id, self._attempts)  # round robin moves on
+        if self._frame is not None:
+            self._frame(
+                AttemptStarted(self.id, self.group, route, self._attempts, number, probe)
             )
+        floor = self.needs.on_device
+        return Send(
+            candidate, self._clock.now() + wait, held, wait, timeout, number, probe, token,
+            slot, self._attempts, wire_for(candidate, held, floor, self._ledger, self._facts),
         )
 
-    # -- waiting for capacity ---------------------------------------------------------------
-    def capacity_wait(self) -> float | None:
-        """Seconds to wait before asking the routes again, or None not to wait.
+    # -- hedging ----------------------------------------------------------------------------
+    @property
+    def hedging(self) -> bool:
+        """Whether this request may hedge a slow attempt (`Router(hedge=...)`)."""
+        return self._hedge is not None
 
-        Only with `wait_for_capacity`, only when nothing was sent since the last wait, and
-        only when every route passed over was full (its rate window, or a budget held by
-        calls in flight, which may fit once they settle): until the earliest slot frees,
-        never past the deadline.
-        """
-        if not self._wait_for_capacity or self._answered or self._stop or self.expired:
+    def hedge_delay(self, send: Send) -> float | None:
+        """Seconds to wait on `send` before hedging it, or None when it is not hedged (no
+        hedge policy, or no route queued to hedge it with)."""
+        if self._hedge is None or not self._queue or self._queue[0][1]:
             return None
-        if self._tried_in_round or not self._round:
-            return None
-        waits: list[float] = []
-        for skip in self._round:
-            if skip.check is Check.RATE_LIMIT and math.isfinite(skip.detail["frees_in"]):
-                waits.append(float(max(skip.detail["frees_in"], skip.detail["closed_for"], 0.01)))
-            elif skip.check is Check.BUDGET and skip.detail.get("may_fit"):
-                waits.append(self._poll)
-            else:
-                return None
-        wait = min(waits)
-        if self.deadline is not None:
-            left = self.deadline.left()
-            if left <= 0:
-                return None
-            wait = min(wait, left)
-        return wait
+        return self._hedge.delay(self._latencies or Latencies(), send.route.id)
 
-    def waited(self, seconds: float) -> None:
-        """The driver waited `seconds` for capacity: say so, and consider the routes again."""
-        why = "; ".join(f"{s.route}: {s.reason}" for s in self._round)
-        self._record(Waited(seconds, why))
-        self._poll = min(self._poll * 2, 1.0)
-        self._round, self._tried_in_round = [], False
-        self._queue = deque((c, 0.0, 1) for c in self._eligible)
-        self._reorder = True
+    def hedge(self) -> Steps[Send | None]:
+        """A second attempt beside one in flight: the next queued route, admitted like any
+        (its breaker, its rate window, the budget reserving its worst case beside the
+        first's, the deadline). None when none can be sent now: the journey says why, and
+        the route stays queued, to be asked if the first attempt fails."""
+        if self._answered is not None or self._stop is not None or self.expired:
+            return None
+        if not self._queue or (self.deadline is not None and self.deadline.passed()):
+            return None
+        candidate, wait, number = self._queue[0]
+        self._sends += 1
+        token = f"{self.id}.{self._sends}"
+        admitted = yield from self._gate.admit(candidate, self._clock.now(), token)
+        if isinstance(admitted, Skip):
+            self._record(replace(admitted, reason=f"hedge not sent: {admitted.reason}"))
+            return None
+        self._queue.popleft()
+        return (yield from self._dispatch(candidate, admitted, token, wait, number))
 
     # -- the result ------------------------------------------------------------------------
     @property

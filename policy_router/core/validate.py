@@ -14,6 +14,7 @@ from typing import Any
 
 from ..ground.deadline import check_seconds, check_timeout
 from ..ground.errors import ConfigError
+from ..policies.hedge import Hedge
 from ..policies.retry import Retry
 
 __all__ = [
@@ -164,13 +165,13 @@ def check_policies(
     on_restart: Any,
 ) -> None:
     """Refuse a Router policy of the wrong type, naming it and the fix."""
-    from ..policies.breaker import Breaker
+    from ..policies.breaker import breaker_of
     from ..policies.budget import Budget
     from ..policies.retry import Retry
 
+    breaker_of(breaker)  # a Breaker, a mapping of its fields, or None; else the error
     for given, kind, what in (
         (budget, Budget, "budget"),
-        (breaker, Breaker, "breaker"),
         (retry, Retry, "retry"),
     ):
         if given is not None and not isinstance(given, kind):
@@ -199,10 +200,14 @@ def check_policies_of(
     kwargs: Mapping[str, Any], endpoint: str, wait_by_default: bool
 ) -> tuple[Retry | None, bool, str | None]:
     """A call's own `retry=`, `wait_for_capacity=` and (for Responses) the
-    `previous_response_id` it continues, each checked, naming the field and the fix."""
+    `previous_response_id` it continues, each checked, naming the field and the fix (and
+    its `hedge=`, which `hedge_of` reads)."""
     retry = kwargs.get("retry")
     if retry is not None and not isinstance(retry, Retry):
         raise ConfigError(f"retry must be a Retry, got {type(retry).__name__}")
+    hedge = kwargs.get("hedge")
+    if hedge is not None and not isinstance(hedge, Hedge):
+        raise ConfigError(f"hedge must be a Hedge (or None for no hedge), got {type(hedge).__name__}")
     wait = kwargs.get("wait_for_capacity", wait_by_default)
     if not isinstance(wait, bool):
         raise ConfigError(f"wait_for_capacity must be True or False, got {wait!r}")

@@ -11,7 +11,7 @@ from ..core.journey import Journey, Routed, routed_of
 from ..core.plan import Plan
 from ..endpoints import Endpoint, reading
 from ..ground.route import Route
-from . import failures, transport
+from . import raised, transport
 from .loops import adrive, drive
 from .stream import StreamRestart, astream, stream
 
@@ -80,9 +80,9 @@ async def acall(
 
 def answer_of(spec: Endpoint, send: Send, response: Any) -> Any:
     """`response`, or the provider's fault when it is an answer that says nothing (a 200
-    with `choices: []`): raised as `failures.EmptyAnswerError`, so the next route is asked."""
+    with `choices: []`): raised as `raised.EmptyAnswerError`, so the next route is asked."""
     if spec.empty is not None and spec.empty(response):
-        raise failures.empty_answer(send.route)
+        raise raised.empty_answer(send.route)
     return response
 
 

@@ -38,16 +38,17 @@ from ..ground.outcome import Wire
 from ..ground.records import Skip
 from ..policies.breaker import Breaker, HealthBook
 from ..policies.candidate import Candidate
+from ..policies.hedge import Hedge
 from ..policies.requirements import Requirements
 from ..policies.retry import Retry
 from ..state.store import FRESH, Store
-from . import calls, failures, transport
+from . import calls, raised, transport
 
 if TYPE_CHECKING:
     from ..core.plan import Plan
     from .calls import OnRestart
 
-__all__ = ["Call", "Lane"]
+__all__ = ["Call", "Lane", "takes_lane"]
 
 
 @dataclass(slots=True)
@@ -73,6 +74,22 @@ class Call:
     lane: Lane | None = None
     """The express lane of the call's group and needs, when there is one (`Planner.lane`
     says whether this call takes it)."""
+    hedge: Hedge | None = None
+    own_hedge: bool = False
+    """Whether the call gave its own `hedge=` (else its group's applies)."""
+
+
+def takes_lane(first: Candidate, needs: Requirements) -> bool:
+    """Whether calls with `needs` to a group whose first route is `first` may take the lane
+    (the group's other conditions aside): not a Responses call, which may continue a
+    conversation pinned to its route, and not a route with a first-token or stall limit,
+    which the plan's drivers hold."""
+    route = first.route
+    return (
+        needs.endpoint != "responses"
+        and route.first_token_timeout is None
+        and route.stall_timeout is None
+    )
 
 
 class Planning(Protocol):
@@ -188,7 +205,7 @@ class Lane:
         provider's fault)."""
         empty = self.endpoint.empty
         if empty is not None and empty(result):
-            return trip.sent(None, failures.empty_answer(self.candidate.route))
+            return trip.sent(None, raised.empty_answer(self.candidate.route))
         routed = self._answered(trip, result)
         return routed if routed is not None else trip.sent(result, None)
 

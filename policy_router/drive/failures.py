@@ -20,43 +20,18 @@ import litellm
 import openai
 
 from ..ground.errors import PolicyRouterError, ResponseFailedError
-from ..ground.outcome import Fault, FaultKind, OffDeviceConnection, Wire, WireRefusal
-from ..ground.route import Route
+from ..ground.outcome import (
+    RETRY_AFTER_CAP,
+    Fault,
+    FaultKind,
+    OffDeviceConnection,
+    Wire,
+    WireRefusal,
+)
+from . import raised
 
-__all__ = ['RETRY_AFTER_CAP', 'EmptyAnswerError', 'classify', 'empty_answer', 'stream_cut_error']
+__all__ = ['RETRY_AFTER_CAP', 'classify']
 
-
-class EmptyAnswerError(litellm.exceptions.InternalServerError):
-    """A 200 whose answer says nothing (`choices: []`): LiteLLM's `InternalServerError`, so
-    a caller's `except litellm.InternalServerError` catches it when it is the last. The
-    provider had the request and may bill it, so its attempt is charged its reservation."""
-
-
-def empty_answer(route: Route) -> Exception:
-    """The exception for a whole answer with no choices (see `EmptyAnswerError`)."""
-    return EmptyAnswerError(
-        message="the provider answered 200 with no choices: an empty answer",
-        model=route.model,
-        llm_provider=route.provider or "unknown",
-    )
-
-
-def stream_cut_error(route: Route, text: str) -> Exception:
-    """The exception for a stream that ended without a finish reason.
-
-    It is LiteLLM's own `MidStreamFallbackError`, the class LiteLLM raises when it notices
-    the same thing itself, with the text received so far as `generated_content`.
-    """
-    return litellm.exceptions.MidStreamFallbackError(
-        message="the stream ended without a finish reason: the reply was cut short",
-        model=route.model,
-        llm_provider=route.provider or "unknown",
-        generated_content=text,
-    )
-
-
-RETRY_AFTER_CAP = 3600.0
-"""The longest Retry-After honoured, in seconds."""
 
 _ACCESS_STATUSES = {401, 402, 403, 404}
 
@@ -120,8 +95,8 @@ def _classified(exc: BaseException) -> Fault:
         return fault(FaultKind.STREAM_CUT)
     if _is_refusal(exc, message):
         return fault(FaultKind.REFUSED)
-    if isinstance(exc, litellm.exceptions.ContextWindowExceededError):
-        return fault(FaultKind.BAD_REQUEST)
+    if isinstance(exc, litellm.exceptions.ContextWindowExceededError) or _too_long(exc, message):
+        return fault(FaultKind.TOO_LONG)
     if isinstance(exc, litellm.exceptions.Timeout) or status in (408, 504):
         return fault(FaultKind.TIMEOUT)
     if status == 429 or isinstance(exc, litellm.exceptions.RateLimitError):
@@ -218,7 +193,7 @@ def _with_billing(exc: BaseException, fault: Fault) -> Fault:
     dropped after the write, a stream cut, or a gateway that gave up upstream (408, 502,
     504, 52x) may all have been billed.
     """
-    if isinstance(exc, EmptyAnswerError):
+    if isinstance(exc, raised.EmptyAnswerError):
         return replace(fault, billed=True)
     chain = _chain(exc)
     if any(type(e).__name__ in _BEFORE_WRITE for e in chain):
@@ -324,6 +299,18 @@ def _retry_after(exc: BaseException) -> float | None:
     # A wait of days, or `inf`, would close a route's rate window for good: honoured up to
     # an hour, after which the route is asked again (and rests again if still refusing).
     return min(seconds, RETRY_AFTER_CAP)
+
+
+# How providers say a prompt did not fit the model's window (LiteLLM maps some of these to
+# ContextWindowExceededError by the same texts; a proxy in between may not).
+_TOO_LONG = ("context_length_exceeded", "maximum context length", "prompt is too long",
+             "exceeds the available context size", "context window", "too many tokens")
+
+
+def _too_long(exc: BaseException, message: str) -> bool:
+    status = _status(exc)
+    text = f"{message} {getattr(exc, 'body', '') or ''}".lower()
+    return status in (400, 413, 422) and any(marker in text for marker in _TOO_LONG)
 
 
 def _is_refusal(exc: BaseException, message: str) -> bool:

@@ -10,36 +10,21 @@ call, so a trickling provider would otherwise hold a sync caller past its deadli
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..core.gate import Send
 from ..core.plan import Plan
 from ..endpoints import reading
-from ..ground.outcome import Fault, FaultKind
 from ..state.store import Steps, aperform
-from . import failures
+from . import hedged, raised
+from .attempts import Cut, cut, failed, no_first_token
+from .workers import Abandoned, GaveUp, Usage, race, within
 
 __all__ = ["adrive", "drive", "later", "step"]
 
 T = TypeVar("T")
-
-# Sync calls under a deadline run here, so the caller can stop waiting at the deadline
-# even while a provider trickles its reply. Threads are created only as calls need them.
-_WORKERS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="policy_router")
-
-
-class _Abandoned(Exception):
-    """The deadline passed while a sync call was still running on its worker."""
-
-
-Usage = Callable[[Any], Any]
-
 
 class _Ending:
     """Tells the plan its request ended when the driver returns or raises: with the error
@@ -89,14 +74,28 @@ def _drive(plan: Plan, open_: Callable[[Send], T], final: bool, usage: Usage) ->
             continue
         if send.wait:
             _sleep(plan, send.wait)
+        limit = send.route.first_token_timeout
+        after = plan.hedge_delay(send) if plan.hedging else None
         try:
-            result = (
-                open_(send) if plan.deadline is None else _within(plan, send, open_, final, usage)
-            )
-        except _Abandoned:
+            if after is not None:  # a hedged race: the first answer wins
+                won = race(plan, send, open_, after, final, usage)
+                if not isinstance(won, tuple):
+                    last = won or last
+                    continue
+                result, send = won
+            else:
+                result = (
+                    open_(send)
+                    if plan.deadline is None and limit is None
+                    else within(plan, send, open_, final, usage, limit)
+                )
+        except Abandoned:
             break
+        except GaveUp as gave_up:  # no first token in time: the next route
+            last = gave_up.error
+            continue
         except Exception as exc:
-            if not plan.run(_failed(plan, send, exc)):
+            if not plan.run(failed(plan, send, exc)):
                 raise
             last = exc
             continue
@@ -146,23 +145,53 @@ async def _adrive(
             if send.wait:
                 await _asleep(plan, send.wait)
             sent = True
-            if plan.deadline is None:
-                result = await open_(send)
-            else:
-                async with asyncio.timeout(plan.deadline.left()):
-                    result = await open_(send)
+            after = plan.hedge_delay(send) if plan.hedging else None
+            if after is None:
+                result = await _attempt(plan, send, open_)
+            else:  # a hedged race: the first answer wins
+                won = await hedged.arace(
+                    plan, send, lambda s: _attempt(plan, s, open_), after,
+                    lambda s, e: step(plan, failed(plan, s, e)),
+                    lambda steps: step(plan, steps), lambda steps: later(plan, steps),
+                )
+                if not isinstance(won, tuple):
+                    last = (won.error if isinstance(won, Cut) else won) or last
+                    continue
+                result, send = won
         except asyncio.CancelledError:
             later(plan, plan.cancelled(send, sent=sent))
             raise
         except Exception as exc:
-            # asyncio.timeout raises a bare TimeoutError when the deadline cancels the call.
-            if not await step(plan, _failed(plan, send, exc, bare_timeout_is_deadline=True)):
+            if not await step(plan, failed(plan, send, exc)):
                 raise
-            last = exc
+            last = exc.error if isinstance(exc, Cut) else exc
             continue
         await step(plan, _answered(plan, send, result, final, usage))
         return result, send
     raise plan.error(last)
+
+
+async def _attempt(plan: Plan, send: Send, open_: Callable[[Send], Awaitable[T]]) -> T:
+    """One async attempt, bounded by the request's deadline and the route's first-token
+    limit, whichever comes first (a cut raises `Cut`)."""
+    limit = send.route.first_token_timeout
+    left = plan.deadline.left() if plan.deadline is not None else None
+    by_limit = limit is not None and (left is None or limit < left)
+    wait = limit if by_limit else left
+    if wait is None:
+        return await open_(send)
+    bound = asyncio.timeout(wait)
+    try:
+        async with bound:
+            return await open_(send)
+    except TimeoutError as expired:
+        if not bound.expired():
+            raise  # a TimeoutError of the call's own, not the cut
+        if by_limit and limit is not None:
+            raise Cut(
+                no_first_token(send, limit), raised.first_token_error(send.route, limit)
+            ) from expired
+        raise Cut(cut(send), expired) from expired
 
 
 # Store steps finished after their task was cancelled; held so they are not collected.
@@ -229,75 +258,6 @@ def _answered(plan: Plan, send: Send, result: Any, final: bool, usage: Usage) ->
     return plan.answered(
         send, usage(result), final=True, model=reading.model_of(result), made=reading.id_of(result)
     )
-
-
-_DEADLINE = Fault(FaultKind.TIMEOUT, None, "the request's deadline passed during this call")
-
-
-def _cut(send: Send) -> Fault:
-    """The fault of an attempt the deadline cut: one the provider may be billing when the
-    request had left (it is charged its reservation), else one never sent."""
-    if send.wire.left:
-        return replace(_DEADLINE, billed=True)
-    return replace(_DEADLINE, sent=False, message="the request's deadline passed before it was sent")
-
-
-def _failed(
-    plan: Plan, send: Send, exc: Exception, *, bare_timeout_is_deadline: bool = False
-) -> Steps[bool]:
-    """Tell the plan an attempt failed; False when `exc` is not a provider outcome (a bug
-    or a misuse on this side), which the driver then re-raises unchanged."""
-    fault = failures.classify(exc, send.wire)
-    if fault is None and bare_timeout_is_deadline and isinstance(exc, TimeoutError):
-        fault = _cut(send)
-    if fault is None:
-        plan.scrub(exc)  # in place: the driver re-raises the same exception, scrubbed
-        return False
-    yield from plan.failed(send, fault)
-    return True
-
-
-def _within(plan: Plan, send: Send, open_: Callable[[Send], T], final: bool, usage: Usage) -> T:
-    """Run one sync attempt on a worker; stop waiting for it at the deadline.
-
-    An abandoned call keeps running (a thread cannot be cancelled), and settles its cost
-    and health when it ends.
-    """
-    assert plan.deadline is not None
-    future = _WORKERS.submit(open_, send)
-    try:
-        # A wait longer than the platform's longest (`deadline=1e10`) is as good as none.
-        return future.result(timeout=min(plan.deadline.left(), threading.TIMEOUT_MAX))
-    except FutureTimeout:
-        plan.abandoned(send)
-        future.add_done_callback(lambda f: _settle_late(plan, send, f, final, usage))
-        raise _Abandoned from None
-    except Exception:
-        raise  # the call's own error, for the driver to classify
-    except BaseException:
-        # Ctrl-C while the worker still runs the call: it is left to end, and settles then.
-        plan.abandoned(send, "interrupted by the caller; settles when it ends")
-        future.add_done_callback(lambda f: _settle_late(plan, send, f, final, usage))
-        raise
-
-
-def _settle_late(plan: Plan, send: Send, future: Future[Any], final: bool, usage: Usage) -> None:
-    # The caller has gone: these writes are made in this worker, whatever the deadline.
-    error = future.exception()
-    if error is not None:
-        fault = failures.classify(error, send.wire) or _cut(send)
-        plan.run(plan.settle_late(send, None, fault), bounded=False)
-        return
-    result = future.result()
-    if final:
-        plan.run(plan.settle_late(send, usage(result), None), bounded=False)
-    else:
-        # A stream opened after the caller left: nobody will read it. It is closed and
-        # charged its reservation, since the provider was generating for it.
-        close = getattr(result[1], "close", None)
-        if close is not None:
-            close()
-        plan.run(plan.settle_late(send, None, None), bounded=False)
 
 
 def _sleep(plan: Plan, seconds: float) -> None:

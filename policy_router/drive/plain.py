@@ -88,7 +88,11 @@ def lane_of(known: Known | None, messages: Any, kwargs: Mapping[str, Any]) -> La
     if known is None or known[3] is None or not is_plain(messages, kwargs):
         return None
     _check(kwargs)
-    return known[3]
+    lane = known[3]
+    limit = lane.candidate.window
+    if limit is not None and _size(messages, kwargs) > limit:
+        return None  # it may not fit the route's window: the plan measures it
+    return lane
 
 
 def made(
@@ -106,6 +110,13 @@ def made(
         endpoint, group, candidates, needs, call_kwargs, sifted, deadline, None, None, wait,
         None, lane,
     )
+
+
+def _size(messages: list[Any], kwargs: Mapping[str, Any]) -> int:
+    """A bound on a plain call's prompt bytes plus its reply cap (its text is ASCII: one
+    byte a character; 32 bytes a message covers its role, name and keys)."""
+    caps = [v for k in ("max_tokens", "max_completion_tokens") if type(v := kwargs.get(k)) is int]
+    return sum(len(m["content"]) + len(m.get("name") or "") + 32 for m in messages) + max(caps, default=0)
 
 
 def _check(kwargs: Mapping[str, Any]) -> None:

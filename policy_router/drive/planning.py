@@ -16,9 +16,8 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..core.checks import explain, sift
+from ..core.checks import sift
 from ..core.events import request_attributes
-from ..core.journey import Explanation
 from ..core.plan import Plan
 from ..core.validate import REFUSED_KWARGS, check_call, check_policies_of, conflicts
 from ..endpoints import Endpoint
@@ -28,11 +27,11 @@ from ..ground.deadline import Deadline
 from ..ground.errors import ConfigError, NoRouteError
 from ..ground.records import Skip
 from ..ground.route import Route
-from ..ground.secrets import with_secrets_of
 from ..policies.bounds import RequestFacts
 from ..policies.breaker import HealthBook
 from ..policies.budget import Ledger
 from ..policies.candidate import Candidate
+from ..policies.hedge import Hedge, Latencies
 from ..policies.limits import RateBook
 from ..policies.order import (
     BY_WINDOWS,
@@ -46,16 +45,16 @@ from ..policies.order import (
 from ..policies.requirements import Requirements
 from ..policies.retry import Retry
 from ..state.store import Store
-from . import plain, settings
-from .express import Call, Lane
+from . import plain, settings, window
+from .express import Call, Lane, takes_lane
 from .facts import measured
 
-__all__ = ["POLICY_KWARGS", "Call", "Planner"]
+__all__ = ["POLICY_KWARGS", "Call", "Planner", "with_messages"]
 
 _ON_DEVICE = Requirements(on_device=True)
 
 # Keywords the router takes out of a call before LiteLLM sees it.
-POLICY_KWARGS = ("on_device", "needs", "deadline", "retry", "wait_for_capacity")
+POLICY_KWARGS = ("on_device", "needs", "deadline", "retry", "wait_for_capacity", "hedge")
 _TAKEN = frozenset((*POLICY_KWARGS, *REFUSED_KWARGS))
 
 _SIFTED = 1024  # (group, needs) pairs kept sifted
@@ -81,6 +80,8 @@ class Planner:
         emit: Callable[[object], None],
         wait_for_capacity: bool = False,
         frame: Callable[[object], None] | None = None,
+        hedge: Hedge | Mapping[str, Hedge | None] | None = None,
+        latencies: Latencies | None = None,
     ) -> None:
         self.groups: dict[str, tuple[Candidate, ...]] = {}
         self.by_model: dict[str, tuple[Candidate, ...]] = {}
@@ -129,11 +130,18 @@ class Planner:
         self._plain_needs = Requirements.from_kwargs({"messages": [{"content": ""}]})
         # Groups whose calls may take the express lane (`lane`): nothing of theirs is held
         # or ordered per request, and the store answers in this process.
+        # Each group's hedge, and the routes' recent times a `Hedge(after="p95")` reads
+        # (kept across reconfigurations, by route id).
+        self._hedges = {
+            g: (hedge.get(g) if isinstance(hedge, Mapping) else hedge) for g in self.groups
+        }
+        self.latencies = latencies if latencies is not None else Latencies()
         self._express = {
             g
             for g in self.groups
             if ledger is None
             and frame is None
+            and self._hedges[g] is None
             and not store.remote
             and g not in self._limited
             and self.order_of(g) is Order.AS_LISTED
@@ -182,6 +190,10 @@ class Planner:
                 return frozenset(cap.value for cap in c.capabilities.have)
         names = [c.name for c in itertools.chain.from_iterable(self.groups.values())]
         raise KeyError(f"no route named {route!r}; routes: {names}")
+
+    def now(self) -> float:
+        """The router's clock, now."""
+        return self._clock.now()
 
     def order_of(self, group: str) -> Order | Ordering:
         return self._orders.get(group, self._order)
@@ -246,7 +258,7 @@ class Planner:
                 return plain.call_of(
                     endpoint, model, known, messages, kwargs, self._deadline, self._wait
                 )
-        kwargs = _with_messages(endpoint, messages, kwargs)
+        kwargs = with_messages(endpoint, messages, kwargs)
         settings.check_globals()
         group, candidates = self.group(model)
         needs = self.needs(endpoint, kwargs)
@@ -268,7 +280,7 @@ class Planner:
             endpoint, group, candidates, needs, call_kwargs, entry[0],
             kwargs.get("deadline", self._deadline),
             float(timeout) if isinstance(timeout, int | float) else None,
-            retry, wait, previous, entry[1],
+            retry, wait, previous, entry[1], kwargs.get("hedge"), "hedge" in kwargs,
         )
 
     def _sift(
@@ -277,8 +289,7 @@ class Planner:
         group, needs = key
         eligible, skips = sifted = sift(candidates, needs)
         lane = None
-        # A Responses call may continue a conversation pinned to its route: planned.
-        if group in self._express and eligible and not skips and needs.endpoint != "responses":
+        if group in self._express and eligible and not skips and takes_lane(eligible[0], needs):
             lane = Lane(
                 eligible[0], self.health, self.store, self._clock, self._emit, group, needs,
                 endpoint,
@@ -307,8 +318,10 @@ class Planner:
         """The express lane for `call` (see `drive.express`), or None when the call needs
         the whole plan: a budget, rate limits, an ordering, a deadline, a stream, an
         observer that frames requests, a store not in this process, a route skipped."""
-        if call.lane is None or call.seconds or call.call_kwargs.get("stream"):
+        if call.lane is None or call.seconds or call.call_kwargs.get("stream") or call.hedge:
             return None
+        if not window.fits(call.lane.candidate, call.endpoint, call.call_kwargs, call.sifted):
+            return None  # a route's window cannot take the prompt: the plan says so
         return call.lane
 
     def build(self, call: Call, id: str | None = None) -> Plan:
@@ -322,7 +335,7 @@ class Planner:
             group,
             call.candidates,
             needs,
-            sifted=call.sifted,
+            sifted=window.fitted(endpoint, call_kwargs, call.sifted),
             clock=self._clock,
             ordering=ordering,
             by_health=by_health,
@@ -342,51 +355,16 @@ class Planner:
             settings=request_attributes(call_kwargs) if self._frame is not None else None,
             frame=self._frame,
             on_dispatch=self._dispatched(group) if order is not Order.AS_LISTED else None,
-            secrets=with_secrets_of(call_kwargs, self._secrets.get(group, ())),
+            secrets=self._secrets.get(group, ()),
+            call=call_kwargs,
             continues=call.previous,
             id=id,
+            hedge=call.hedge if call.own_hedge else self._hedges.get(group),
+            latencies=self.latencies,
         )
 
-    def explain(
-        self, endpoint: Endpoint, model: str | None, messages: Any, kwargs: Mapping[str, Any]
-    ) -> Explanation:
-        """Every route's verdict for the call; nothing is sent, nothing reserved."""
-        kwargs = _with_messages(endpoint, messages, kwargs)
-        group, candidates = self.group(model)
-        needs = self.needs(endpoint, kwargs)
-        facts = self.facts(endpoint, group, kwargs, explaining=True)
-        ordering, by_health = self._ordering(group, facts, endpoint, needs)
-        if by_health is not None:
-            seen = self.store.all_health()
-            ordering = lambda cs: by_health(cs, seen)  # noqa: E731
-        windows = None
-        if group in self._books:
-            windows = self.store.windows([c.id for c in candidates])
-            order = self.order_of(group)
-            by_windows = BY_WINDOWS.get(order) if isinstance(order, Order) else None
-            if by_windows is not None:
-                ordering = lambda cs: by_windows(cs, windows)  # noqa: E731
-        return explain(
-            group, candidates, needs, ordering, self.ledger, facts, windows,
-            self._notes(group, candidates, facts, endpoint, needs),
-        )
 
-    def _notes(
-        self, group: str, candidates: Sequence[Candidate], facts: RequestFacts | None,
-        endpoint: Endpoint, needs: Requirements,
-    ) -> dict[str, str] | None:
-        """What the group's ordering says of each route, for an explanation (a score)."""
-        scores = getattr(self.order_of(group), "scores", None)
-        if not callable(scores):
-            return None
-        context = OrderContext(group, facts, self._clock.now(), endpoint=endpoint.name, streaming=needs.streaming)
-        try:
-            return {s.id: str(s) for s in scores(list(candidates), context)}
-        except Exception as error:
-            return {c.id: f"history unavailable ({error}): listed order" for c in candidates}
-
-
-def _with_messages(endpoint: Endpoint, messages: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def with_messages(endpoint: Endpoint, messages: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """The call's keyword arguments with chat's positional `messages` among them."""
     if endpoint.name == "chat":
         return {**kwargs, "messages": messages}

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from ..core.gate import Send
 from ..core.journey import Journey, Routed
 from ..core.plan import Plan
 from ..endpoints import Endpoint, StreamShape
-from . import failures, stream_events, transport
+from . import raised, stream_events, transport
 from .loops import adrive, drive, later, step
 from .stream_watch import Opened, StreamRestart, Watch
+from .workers import WORKERS as _WORKERS
 
 __all__ = ["AsyncRoutedStream", "RoutedStream", "StreamRestart", "astream", "stream"]
+
+_END = object()  # what a worker's `next` gives back at the end of the stream
 
 
 class _Routed:
@@ -109,8 +113,9 @@ class RoutedStream(_Routed, Iterator[Any]):
                 return w.take_pending()
             if w.done:
                 raise StopIteration
+            stall = w.send.route.stall_timeout
             try:
-                chunk = next(self._it)
+                chunk = next(self._it) if stall is None else self._next_within(stall)
             except StopIteration:
                 error = w.plan.run(w.ended(), bounded=False)
                 if error is None:
@@ -122,6 +127,21 @@ class RoutedStream(_Routed, Iterator[Any]):
                 continue
             if w.passes(chunk):
                 return chunk
+
+    def _next_within(self, seconds: float) -> Any:
+        """The next chunk, pulled on a worker the reader stops waiting for after `seconds`:
+        a stall ends the answer as a cut. The worker is let go, not interrupted (closing a
+        response another thread reads from can hang both): its read ends when the provider
+        goes on or at the attempt's socket timeout, which a stall limit keeps short."""
+        future = _WORKERS.submit(next, self._it, _END)
+        try:
+            chunk = future.result(timeout=seconds)
+        except FutureTimeout:
+            w = self._watch
+            raise raised.stall_error(w.send.route, seconds, w.chunks, self.text) from None
+        if chunk is _END:
+            raise StopIteration
+        return chunk
 
     def _fail(self, exc: BaseException) -> None:
         watch = self._watch
@@ -171,8 +191,20 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
                 return w.take_pending()
             if w.done:
                 raise StopAsyncIteration
+            stall = w.send.route.stall_timeout
             try:
-                chunk = await self._it.__anext__()
+                if stall is None:
+                    chunk = await self._it.__anext__()
+                else:
+                    try:
+                        async with asyncio.timeout(stall):
+                            chunk = await self._it.__anext__()
+                    except TimeoutError:
+                        # A stall ends the answer as a cut; its connection is closed.
+                        _close_later_if(self._it)
+                        raise raised.stall_error(
+                            w.send.route, stall, w.chunks, self.text
+                        ) from None
             except asyncio.CancelledError:
                 # Cancelled mid-stream (`asyncio.timeout`, a cancelled task): what the
                 # stream holds is settled now, as for a close, not when it is collected.
@@ -228,6 +260,12 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
         await self.aclose()
 
 
+def _close_later_if(iterator: Any) -> None:
+    close = getattr(iterator, "aclose", None)
+    if close is not None:
+        _close_later(close)
+
+
 def _raise(error: BaseException | None, exc: BaseException) -> None:
     """Raise what the plan made of a failure `exc` mid-stream; return (None) to restart.
     The provider's own exception keeps its traceback; one the plan made in its place
@@ -274,7 +312,7 @@ def _tap(source: Any, shape: StreamShape) -> None:
 def _real(first: Any, shape: StreamShape, send: Send) -> Any:
     """The first chunk, unless the stream ended before one or LiteLLM made it up."""
     if first is None or shape.hollow(first):
-        raise failures.stream_cut_error(send.route, "")
+        raise raised.stream_cut_error(send.route, "")
     return first
 
 

@@ -21,7 +21,7 @@ from ..ground.money import Usage
 from ..ground.outcome import FaultKind
 from ..policies import continuity
 from ..state.store import Steps
-from . import failures, stream_events
+from . import failures, raised, stream_events
 
 __all__ = ["IncompleteResponseWarning", "Opened", "StreamRestart", "Watch"]
 
@@ -123,7 +123,7 @@ class Watch:
         if self.done:
             return None
         if self.finish_reason is None:
-            return failures.stream_cut_error(self.send.route, "".join(self.parts))
+            return raised.stream_cut_error(self.send.route, "".join(self.parts))
         self.done = True
         yield from self.plan.finished(self.send, self.reported)
         yield from continuity.remember(self.answer_id, self.send.route)

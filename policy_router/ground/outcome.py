@@ -12,7 +12,20 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["Fault", "FaultKind", "OffDeviceConnection", "StopAtWire", "Wire", "WireRefusal"]
+__all__ = [
+    "RETRY_AFTER_CAP",
+    "Fault",
+    "FaultKind",
+    "OffDeviceConnection",
+    "StopAtWire",
+    "Wire",
+    "WireRefusal",
+]
+
+RETRY_AFTER_CAP = 3600.0
+"""The longest Retry-After honoured, in seconds: a wait of days, or `inf`, would close a
+route (its rest, its rate window) for good; after an hour it is asked again, and rests
+again if it still refuses."""
 
 
 class FaultKind(StrEnum):
@@ -25,12 +38,15 @@ class FaultKind(StrEnum):
     STREAM_CUT = "stream_cut"
     ACCESS = "access"
     BAD_REQUEST = "bad_request"
+    TOO_LONG = "context_window"
+    """The prompt was too long for the route's context window (a context-length 400)."""
     REFUSED = "refused"
 
     @property
     def about(self) -> str:
-        """ "provider", "route" (its configuration), "request" or "work" (content policy)."""
-        if self in (FaultKind.BAD_REQUEST,):
+        """ "provider", "route" (its configuration), "request" or "work" (content policy).
+        A prompt too long is about the request, for this route's window."""
+        if self in (FaultKind.BAD_REQUEST, FaultKind.TOO_LONG):
             return "request"
         if self is FaultKind.REFUSED:
             return "work"
@@ -40,8 +56,10 @@ class FaultKind(StrEnum):
 
     @property
     def falls_through(self) -> bool:
-        """True when another route may succeed where this one failed."""
-        return self.about in ("provider", "route")
+        """True when another route may succeed where this one failed: a fault about the
+        provider or the route, or a prompt too long for this route's window (a route with
+        a larger one may take it)."""
+        return self.about in ("provider", "route") or self is FaultKind.TOO_LONG
 
 
 @dataclass(frozen=True, slots=True)

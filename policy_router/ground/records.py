@@ -21,6 +21,8 @@ class Check(StrEnum):
     """The route is switched on (`Route(enabled=False)` switches one off without removing it)."""
     KNOWN = "known"
     REQUIREMENTS = "requirements"
+    CONTEXT_WINDOW = "context_window"
+    """The prompt and the reply cap fit the route's context window."""
     FLOOR = "floor"
     CONTINUITY = "continuity"
     """A call with `previous_response_id` goes to the route that made that response."""

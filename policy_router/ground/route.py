@@ -16,24 +16,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .capability import Capability, parse_declared
-from .deadline import check_timeout
 from .errors import ConfigError
 from .reach import Reach, infer
+from .route_fields import check_fields
 from .secrets import MASK, is_secret_name, redact, secrets_in
 
 __all__ = ["Reach", "Route", "default_id", "identities", "redact", "shared_ids"]  # Reach is re-exported from reach.py
 
-
-# Keyword arguments the router owns: a caller's or route's value would defeat a promise.
-_OWNED = {
-    "model": "the model string is the Route's first argument",
-    "messages": "messages belong to the call, not the route",
-    "stream": "stream belongs to the call, not the route",
-    "num_retries": "LiteLLM's retries are off; use retry=Retry(...) on the router or route",
-    "max_retries": "LiteLLM's retries are off; use retry=Retry(...) on the router or route",
-    "fallbacks": "the router decides fallbacks; list the routes in one group instead",
-    "context_window_fallback_dict": "the router decides fallbacks; list routes in one group",
-}
 
 class Route:
     """One way to reach one model: a LiteLLM model string and the call kwargs for it.
@@ -60,6 +49,15 @@ class Route:
     - `capabilities` override what LiteLLM's model info says, e.g. `{"tools": True}`.
     - `output_limit` declares the most tokens the model writes in one reply, for a model
       LiteLLM's info does not know: a budget bounds calls without `max_tokens` by it.
+    - `context_window` declares the most tokens the model takes in (prompt and reply cap),
+      else LiteLLM's `max_input_tokens` for the model: a prompt that cannot fit skips the
+      route before sending ("prompt 150,211 tokens > window 128,000").
+    - `first_token_timeout` bounds one attempt's wait for its first chunk (a stream) or its
+      whole reply (any other call), and `stall_timeout` a stream's wait for each chunk after
+      the first: past either, the attempt ends and the next route is asked (a stall after
+      the first chunk is a cut: raised in the stream, or restarted with
+      `stream_failure="restart"`). Both live inside the request's deadline; neither waits
+      for the socket's read timeout.
     - `enabled=False` keeps the route in its group but never sends it a request: every
       request skips it with "disabled" (a real switch, not a LiteLLM keyword).
     - `rpm` and `tpm` are the provider account's requests and tokens per minute for this
@@ -75,7 +73,9 @@ class Route:
         "_capabilities",
         "_kwargs",
         "_secrets",
+        "context_window",
         "enabled",
+        "first_token_timeout",
         "group",
         "id",
         "id_declared",
@@ -88,6 +88,7 @@ class Route:
         "reach_reason",
         "retry",
         "rpm",
+        "stall_timeout",
         "tpm",
     )
 
@@ -100,6 +101,9 @@ class Route:
     reach_declared: bool
     reach_reason: str
     output_limit: int | None
+    context_window: int | None
+    first_token_timeout: float | None
+    stall_timeout: float | None
     enabled: bool
     rpm: int | None
     tpm: int | None
@@ -121,39 +125,20 @@ class Route:
         prices: Any = None,
         retry: Any = None,
         output_limit: int | None = None,
+        context_window: int | None = None,
+        first_token_timeout: float | None = None,
+        stall_timeout: float | None = None,
         rpm: int | None = None,
         tpm: int | None = None,
         secrets: tuple[str, ...] = (),
         enabled: bool = True,
         **litellm_kwargs: Any,
     ) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise ConfigError(f"Route model must be a LiteLLM model string, got {model!r}")
-        for key in litellm_kwargs:
-            if key in _OWNED:
-                raise ConfigError(f"Route({model!r}): {key}= is not accepted: {_OWNED[key]}")
-        if group is not None and (not isinstance(group, str) or not group.strip()):
-            raise ConfigError(f"Route({model!r}): group must be a non-empty string, got {group!r}")
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise ConfigError(f"Route({model!r}): name must be a non-empty string, got {name!r}")
-        if id is not None and (not isinstance(id, str) or not id.strip()):
-            raise ConfigError(
-                f"Route({model!r}): id must be a non-empty string, got {id!r}; "
-                "leave it out for the default (the model and its api_base)"
-            )
-        api_base = litellm_kwargs.get("api_base") or litellm_kwargs.get("base_url")
-        if api_base is not None and not isinstance(api_base, str):
-            raise ConfigError(f"Route({model!r}): api_base must be a URL string, got {api_base!r}")
-        check_timeout(litellm_kwargs.get("timeout"), f"Route({model!r}).timeout")
-        for field, value in (("output_limit", output_limit), ("rpm", rpm), ("tpm", tpm)):
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise ConfigError(
-                    f"Route({model!r}).{field} must be a whole number >= 1, got {value!r}"
-                )
-        if not isinstance(enabled, bool):
-            raise ConfigError(f"Route({model!r}).enabled must be True or False, got {enabled!r}")
+        api_base = check_fields(
+            model, group, name, id, litellm_kwargs, enabled,
+            {"output_limit": output_limit, "context_window": context_window, "rpm": rpm, "tpm": tpm},
+            {"first_token_timeout": first_token_timeout, "stall_timeout": stall_timeout},
+        )
         set_ = object.__setattr__
         set_(self, "enabled", enabled)
         set_(self, "model", model)
@@ -202,6 +187,9 @@ class Route:
         set_(self, "prices", prices)
         set_(self, "retry", retry)
         set_(self, "output_limit", output_limit)
+        set_(self, "context_window", context_window)
+        set_(self, "first_token_timeout", first_token_timeout)
+        set_(self, "stall_timeout", stall_timeout)
         set_(self, "rpm", rpm)
         set_(self, "tpm", tpm)
 
@@ -247,6 +235,9 @@ class Route:
             prices=self.prices,
             retry=self.retry,
             output_limit=self.output_limit,
+            context_window=self.context_window,
+            first_token_timeout=self.first_token_timeout,
+            stall_timeout=self.stall_timeout,
             rpm=self.rpm,
             tpm=self.tpm,
             secrets=self._secrets,

@@ -35,7 +35,6 @@ __all__ = [
     "scrubbed",
     "secrets_in",
     "wire_secrets",
-    "with_secrets_of",
 ]
 
 MASK = "***"
@@ -78,15 +77,6 @@ def secrets_in(kwargs: Mapping[str, Any], extra: Iterable[str] = ()) -> tuple[st
     # A bearer header holds the key after "Bearer ": redact the bare key too.
     found.extend(s.split(" ", 1)[1] for s in list(found) if s.lower().startswith("bearer "))
     return tuple(sorted({s for s in found if len(s) >= _SHORTEST}, key=len, reverse=True))
-
-
-def with_secrets_of(kwargs: Mapping[str, Any], known: tuple[str, ...]) -> tuple[str, ...]:
-    """`known` and the secrets a call's own keywords carry (a key in its `extra_headers`, a
-    credential keyword), longest first: what a request's scrubber starts with."""
-    own = secrets_in(kwargs)
-    if not own:
-        return known
-    return tuple(sorted({*known, *own}, key=len, reverse=True))
 
 
 # Environment values that a secret-looking name holds but that are no secret: masking them
@@ -152,16 +142,19 @@ class Scrubber:
     """Every secret one request knows of, and the two ways out of them: `redact` a text,
     `scrub` an exception in place.
 
-    It starts with the secrets of the request's routes and of its call (`given`), learns
-    those each attempt put on the wire (`learn`), and adds the process environment's
-    secrets (`environment_secrets`) whenever it is used, since the environment can change
-    while a router runs. It is asked only on the way out of a failure, never per answer.
+    It starts with the secrets of the request's routes (`given`) and those its call's own
+    keywords carry (`call`: a key in its `extra_headers`, a credential keyword, read only
+    when the scrubber is used), learns those each attempt put on the wire (`learn`), and
+    adds the process environment's secrets (`environment_secrets`) whenever it is used,
+    since the environment can change while a router runs. It is asked only on the way out
+    of a failure, never per answer, so an answered call pays for none of this.
     """
 
-    __slots__ = ("_given", "_learned")
+    __slots__ = ("_call", "_given", "_learned")
 
-    def __init__(self, given: Iterable[str] = ()) -> None:
+    def __init__(self, given: Iterable[str] = (), call: Mapping[str, Any] | None = None) -> None:
         self._given = tuple(given)
+        self._call = call
         self._learned: tuple[str, ...] = ()
 
     def learn(self, secrets: Iterable[str]) -> None:
@@ -173,7 +166,8 @@ class Scrubber:
     @property
     def secrets(self) -> tuple[str, ...]:
         """All the secrets known now, longest first (so a key inside a header goes whole)."""
-        everything = {*self._given, *self._learned, *environment_secrets()}
+        own = secrets_in(self._call) if self._call else ()
+        everything = {*self._given, *own, *self._learned, *environment_secrets()}
         return tuple(sorted((s for s in everything if len(s) >= _SHORTEST), key=len, reverse=True))
 
     def redact(self, text: str) -> str:

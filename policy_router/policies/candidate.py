@@ -35,6 +35,11 @@ class Candidate:
     reply_limit: int | None = None
     choices: int = 1
     sent_cap: int | None = None
+    window: int | None = None
+    """The most tokens the model takes in, prompt and reply cap (None: unknown)."""
+    most_reply: int | None = None
+    """The most tokens the model writes in one reply: the route's `output_limit`, else
+    LiteLLM's `max_output_tokens` (None: unknown). A call asking for more is not sent."""
 
     @property
     def name(self) -> str:
@@ -52,13 +57,17 @@ def candidate_for(route: Route, info: Mapping[str, Any] | None, streams: bool) -
     """The route with its capabilities, price and reply limit, once: `info` is LiteLLM's
     model info for it (None when LiteLLM does not know the model), `streams` whether
     LiteLLM streams it natively."""
-    sent = limit = reply_tokens(route.kwargs, "max_tokens", "max_completion_tokens")
-    if limit is None:
-        limit = route.output_limit
-    if limit is None and info is not None:
+    sent = reply_tokens(route.kwargs, "max_tokens", "max_completion_tokens")
+    most = route.output_limit
+    if most is None and info is not None:
         known = info.get("max_output_tokens")
-        limit = known if isinstance(known, int) and known > 0 else None
+        most = known if isinstance(known, int) and not isinstance(known, bool) and known > 0 else None
+    limit = sent if sent is not None else most
     n = choice_count(route.kwargs, "n", "best_of")
+    window = route.context_window
+    if window is None and info is not None:
+        known = info.get("max_input_tokens")
+        window = known if isinstance(known, int) and not isinstance(known, bool) and known > 0 else None
     return Candidate(
         route,
         resolve(route.model, info, streams, route.capabilities),
@@ -66,6 +75,8 @@ def candidate_for(route: Route, info: Mapping[str, Any] | None, streams: bool) -
         reply_limit=limit,
         choices=n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1,
         sent_cap=sent,
+        window=window,
+        most_reply=most,
     )
 
 

@@ -17,7 +17,21 @@ bills, honours `n`, `max_tokens`/`max_completion_tokens` and a model's own outpu
 
 from .responder import Cooperative
 from .server import FakeProvider
-from .steps import Cut, Drop, Fail, Hang, NoFinish, Refuse, Reply, Step, StreamError, Trickle
+from .steps import (
+    Cut,
+    Drop,
+    Fail,
+    Hang,
+    Malformed,
+    NoDone,
+    NoFinish,
+    Refuse,
+    Reply,
+    Stall,
+    Step,
+    StreamError,
+    Trickle,
+)
 
 __all__ = [
     "Cooperative",
@@ -26,9 +40,12 @@ __all__ = [
     "Fail",
     "FakeProvider",
     "Hang",
+    "Malformed",
+    "NoDone",
     "NoFinish",
     "Refuse",
     "Reply",
+    "Stall",
     "Step",
     "StreamError",
     "Trickle",

@@ -16,7 +16,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from .steps import Cut, Drop, Fail, Hang, NoFinish, Refuse, Reply, Step, StreamError, Trickle
+from .steps import (
+    Cut,
+    Drop,
+    Fail,
+    Hang,
+    Malformed,
+    NoDone,
+    NoFinish,
+    Refuse,
+    Reply,
+    Stall,
+    Step,
+    StreamError,
+    Trickle,
+)
 
 __all__ = ["Exchange", "Handler", "Limits", "error_body", "reported", "split_text"]
 
@@ -155,6 +169,12 @@ class Exchange:
             self._reply(step.reply, finish=False)
         elif isinstance(step, StreamError):
             self._reply(step.reply, cut_after=step.after, failure=step)
+        elif isinstance(step, Stall):
+            self._reply(step.reply, stall=(step.after, step.seconds))
+        elif isinstance(step, Malformed):
+            self._reply(step.reply, garbage=(step.after, step.data))
+        elif isinstance(step, NoDone):
+            self._reply(step.reply, done=False)
 
     def _drop(self) -> None:
         self.h.close_connection = True
@@ -170,12 +190,16 @@ class Exchange:
         cut_after: int | None = None,
         finish: bool = True,
         failure: StreamError | None = None,
+        stall: tuple[int, float] | None = None,
+        garbage: tuple[int, str] | None = None,
+        done: bool = True,
     ) -> None:
         self.h.fake._billed(self.place, self.billed(reply))
         self.h.fake._bill(self.model, self.billed(reply))
         if self.stream:
             self._stream(
-                reply, pieces=pieces, gap=gap, cut_after=cut_after, finish=finish, failure=failure
+                reply, pieces=pieces, gap=gap, cut_after=cut_after, finish=finish, failure=failure,
+                stall=stall, garbage=garbage, done=done,
             )
             return
         data = json.dumps(self.answer(reply)).encode()
@@ -187,6 +211,15 @@ class Exchange:
             self.h.wfile.write(data[: len(data) // 2])
             self.h.wfile.flush()
             self._drop()
+            return
+        if stall is not None:
+            self.h.wfile.write(data[: len(data) // 2])
+            self.h.wfile.flush()
+            if self.h.fake._sleep(stall[1]):
+                self._drop()
+                return
+            self.h.wfile.write(data[len(data) // 2 :])
+            self.h.wfile.flush()
             return
         for part in _split(data, pieces):
             self.h.wfile.write(part)
@@ -204,6 +237,9 @@ class Exchange:
         cut_after: int | None,
         finish: bool,
         failure: StreamError | None = None,
+        stall: tuple[int, float] | None = None,
+        garbage: tuple[int, str] | None = None,
+        done: bool = True,
     ) -> None:
         self.h.close_connection = True
         self.h.send_response(200)
@@ -213,6 +249,12 @@ class Exchange:
         self.h.end_headers()
         events = list(self.events(reply, max(pieces, 1), finish))
         for i, (name, payload) in enumerate(events):
+            if stall is not None and i == stall[0] and self.h.fake._sleep(stall[1]):
+                self._drop()
+                return
+            if garbage is not None and i == garbage[0]:
+                self.h.wfile.write(b"data: " + garbage[1].encode() + b"\n\n")
+                self.h.wfile.flush()
             if cut_after is not None and i >= cut_after:
                 if failure is not None:
                     name, payload = self.failure(failure)
@@ -230,7 +272,7 @@ class Exchange:
         if cut_after is not None:
             self._drop()
             return
-        if self.done:
+        if self.done and done:
             self.h.wfile.write(self.done)
             self.h.wfile.flush()
 

@@ -116,6 +116,16 @@ class FakeProvider:
         return f"http://{self._host}:{self.port}/v1"
 
     # -- scripting and counting ------------------------------------------------------------
+    @property
+    def responder(self) -> Callable[[str, dict[str, Any]], Step | None] | None:
+        """What answers a request no script is queued for (see `__init__`); settable, so a
+        running server plays a new scenario (`reset()` keeps it: set None to clear it)."""
+        return self._responder
+
+    @responder.setter
+    def responder(self, responder: Callable[[str, dict[str, Any]], Step | None] | None) -> None:
+        self._responder = responder
+
     def script(self, model: str, *steps: Step) -> None:
         """Queue `steps` for `model`, one per request, after any already queued."""
         with self._lock:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
-    "Cut", "Drop", "Fail", "Hang", "NoFinish", "Refuse", "Reply", "Step", "StreamError", "Trickle",
+    "Cut", "Drop", "Fail", "Hang", "Malformed", "NoDone", "NoFinish", "Refuse", "Reply", "Stall",
+    "Step", "StreamError", "Trickle",
 ]
 
 
@@ -108,4 +109,36 @@ class StreamError:
     reply: Reply = field(default_factory=Reply)
 
 
-Step = Reply | Fail | Hang | Trickle | Drop | Cut | NoFinish | Refuse | StreamError
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """Stream `after` chunks, then say nothing for `seconds` (the connection stays open),
+    then go on to the end: a stream that stalls mid-answer. A request that did not ask for
+    a stream gets its headers and half its body, then the pause, then the rest."""
+
+    after: int = 2
+    seconds: float = 5.0
+    reply: Reply = field(default_factory=Reply)
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    """Stream `after` chunks, then one event whose data is not JSON, then the rest: a
+    provider (or a proxy) that mangled an event."""
+
+    after: int = 2
+    data: str = "{this is not json"
+    reply: Reply = field(default_factory=Reply)
+
+
+@dataclass(frozen=True, slots=True)
+class NoDone:
+    """Stream every chunk, the finish reason included, but never the closing `[DONE]`
+    line: the connection just closes. A complete answer all the same."""
+
+    reply: Reply = field(default_factory=Reply)
+
+
+Step = (
+    Reply | Fail | Hang | Trickle | Drop | Cut | NoFinish | Refuse | StreamError | Stall
+    | Malformed | NoDone
+)

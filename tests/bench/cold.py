@@ -49,10 +49,24 @@ _SCRATCH = bytearray(32 << 20)
 
 
 async def _stub(**kwargs: Any) -> Any:
-    started = time.thread_time_ns()
     seen = kwargs.get("logger_fn")
     if callable(seen):
-        seen({"log_event_type": "pre_api_call", "api_key": "sk-bench"})
+        # The pre-call log LiteLLM writes for an OpenAI-compatible call; the router's
+        # checkpoint reads it, and its time is the router's (it is not taken out).
+        seen({
+            "log_event_type": "pre_api_call",
+            "api_key": "sk-bench",
+            "additional_args": {
+                "api_base": f"{kwargs.get('api_base')}/chat/completions",
+                "headers": {"Authorization": "Bearer sk-bench"},
+                "complete_input_dict": {
+                    "model": str(kwargs.get("model", "")).split("/", 1)[-1],
+                    "messages": kwargs.get("messages"),
+                    **({"max_tokens": kwargs["max_tokens"]} if "max_tokens" in kwargs else {}),
+                },
+            },
+        })
+    started = time.thread_time_ns()
     reply = ModelResponse(**REPLY)
     INSIDE[0] += time.thread_time_ns() - started
     return reply

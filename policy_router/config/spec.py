@@ -1,0 +1,150 @@
+"""The schema of a policy file: what each key may hold, strict (`extra="forbid"`) so that a
+typo is an error naming its place. `policy_file` reads a file into it and builds the
+router's arguments from it."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.functional_validators import AfterValidator
+
+from ..drive import model_info
+from ..policies.order import Order
+from ..policies.orderings import named
+from ..policies.retry import Retry
+from .observing import MetricsSpec, ObserversSpec
+
+__all__ = ["BreakerSpec", "BudgetSpec", "GroupSpec", "HedgeSpec", "PolicySpec", "RetrySpec", "RouteSpec", "StoreSpec"]
+
+_ROUTE_FIELDS = {
+    "enabled",
+    "id",
+    "model",
+    "name",
+    "reach",
+    "capabilities",
+    "prices",
+    "retry",
+    "output_limit",
+    "context_window",
+    "first_token_timeout",
+    "stall_timeout",
+    "rpm",
+    "tpm",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RetrySpec(_Strict):
+    attempts: int = 2
+    backoff: float = 0.5
+    max_backoff: float = 8.0
+    jitter: bool = True
+    on: list[str] | None = None
+    """The faults retried (`[server_error, timeout, ...]`); absent: all but timeouts."""
+
+    def made(self) -> Retry:
+        given = self.model_dump(exclude_none=True)
+        return Retry(**given)
+
+
+class RouteSpec(BaseModel):
+    """One route: our fields, plus any LiteLLM keyword argument."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    model: str
+    name: str | None = None
+    id: str | None = None
+    reach: Literal["on_device", "vendor"] | None = None
+    capabilities: dict[str, bool] | None = None
+    prices: str | dict[str, Any] | None = None
+    retry: RetrySpec | None = None
+    output_limit: int | None = None
+    context_window: int | None = None
+    first_token_timeout: float | None = None
+    stall_timeout: float | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+    enabled: bool = True
+
+    @model_validator(mode="after")
+    def _known_kwargs(self) -> RouteSpec:
+        known = model_info.litellm_kwargs()
+        for key in self.model_extra or {}:
+            if key not in known:
+                raise ValueError(
+                    f"{key!r} is neither a route field ({', '.join(sorted(_ROUTE_FIELDS))}) "
+                    "nor a LiteLLM argument"
+                )
+        return self
+
+
+class HedgeSpec(_Strict):
+    after: float | Literal["p95"] = "p95"
+    at_least: float = 0.05
+    otherwise: float = 2.0
+    samples: int = 20
+
+
+class GroupSpec(_Strict):
+    order: Annotated[str, AfterValidator(named)] = Order.AS_LISTED.value
+    routes: list[RouteSpec] = Field(min_length=1)
+    hedge: HedgeSpec | Literal[False] | None = None
+    """The group's own hedge (`false`: none, whatever the file's `hedge` says)."""
+
+
+class BudgetSpec(_Strict):
+    cap: str | int | Decimal
+    currency: str = "USD"
+    unpriced: Literal["refuse", "allow"] = "refuse"
+    strict: bool = False
+
+    @field_validator("cap", mode="before")
+    @classmethod
+    def _exact(cls, value: Any) -> Any:
+        if isinstance(value, float):
+            raise ValueError(
+                f'{value!r} is a float, which cannot hold money exactly; write "{value}" as a '
+                "string (a YAML or TOML file is read exactly as written)"
+            )
+        return value
+
+
+class BreakerSpec(_Strict):
+    failures: int = 3
+    cooldown: float = 5.0
+    max_cooldown: float | None = None
+    settled: float = 3600.0
+    rate_limited_cooldown: float | None = None
+
+
+class StoreSpec(_Strict):
+    redis: str
+    namespace: str | None = None
+    timeout: float = Field(default=0.5, gt=0)
+    retry_every: float = Field(default=1.0, gt=0)
+    cluster: bool = False
+
+
+class PolicySpec(_Strict):
+    name: str = "default"
+    groups: dict[str, GroupSpec] = Field(min_length=1)
+    price_tables: dict[str, str | dict[str, Any]] = Field(default_factory=dict)
+    budget: BudgetSpec | None = None
+    breaker: BreakerSpec | Literal[False] | None = None
+    """Absent: the router's default breaker; `false` (or null): none; else its fields."""
+    retry: RetrySpec | None = None
+    hedge: HedgeSpec | None = None
+    deadline: float | None = Field(default=None, gt=0)
+    wait_for_capacity: bool = False
+    store: StoreSpec | None = None
+    observers: ObserversSpec | None = None
+    metrics: MetricsSpec | None = None
+    metrics_scope: str | None = Field(default=None, min_length=1)
+    score: dict[str, Any] | None = None  # Score's fields (checked by learning_policies)

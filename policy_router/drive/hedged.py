@@ -1,0 +1,130 @@
+"""The hedged race, sync and async: a first attempt, a second one beside it once the first
+is slow, and the first answer wins (see `policies.hedge`).
+
+The drivers hand the race how to run one attempt (`run`: bounded by the deadline and the
+route's own limits, raising what the attempt ended with) and how to tell the plan a
+failure (`failed`: False for an error that is no provider outcome, which the race then
+raises). The race asks the plan for the hedge (`Plan.hedge`, admitted like any attempt),
+tells it which attempt lost (`Plan.lost`), and returns the winner; None when every attempt
+failed, so the driver goes on to the next route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any, TypeVar
+
+from ..core.gate import Send
+from ..core.plan import Plan
+from ..state.store import Steps
+
+__all__ = ["arace", "race"]
+
+T = TypeVar("T")
+
+
+def race(
+    plan: Plan,
+    first: Send,
+    run: Callable[[Send], T],
+    after: float,
+    pool: ThreadPoolExecutor,
+    failed: Callable[[Send, Exception], bool],
+    settle_loser: Callable[[Send, Future[Any]], None],
+    abandon: Callable[[dict[Future[Any], Send]], None],
+) -> tuple[T, Send] | Exception | None:
+    """The sync race: attempts on `pool`'s workers. The loser keeps running on its worker
+    (a thread cannot be stopped) and settles when it ends (`settle_loser`); at the deadline
+    `abandon` is handed every attempt still running (and raises). Returns the winner's
+    result and send, or the last error (None: none) when every attempt failed."""
+    futures: dict[Future[Any], Send] = {pool.submit(run, first): first}
+    deadline = plan.deadline
+    done, _ = wait(futures, timeout=after if deadline is None else min(after, deadline.left()))
+    if not done and (deadline is None or not deadline.passed()):
+        extra = plan.run(plan.hedge())
+        if extra is not None:
+            futures[pool.submit(run, extra)] = extra
+    last: Exception | None = None
+    while futures:
+        left = None if deadline is None else max(deadline.left(), 0.0)
+        done, _ = wait(futures, timeout=left, return_when=FIRST_COMPLETED)
+        if not done:
+            abandon(futures)  # the deadline passed with every attempt still running
+        for future in done:
+            send = futures.pop(future)
+            error = future.exception()
+            if error is None:
+                for other_future, other in futures.items():
+                    plan.run(plan.lost(other, send, running=True))
+                    other_future.add_done_callback(
+                        lambda f, s=other: settle_loser(s, f)  # type: ignore[misc]
+                    )
+                return future.result(), send
+            if not isinstance(error, Exception) or not failed(send, error):
+                for other_future, other in futures.items():
+                    plan.run(plan.lost(other, send, running=True))
+                    other_future.add_done_callback(
+                        lambda f, s=other: settle_loser(s, f)  # type: ignore[misc]
+                    )
+                raise error
+            last = error
+    return last
+
+
+async def arace(
+    plan: Plan,
+    first: Send,
+    run: Callable[[Send], Awaitable[T]],
+    after: float,
+    failed: Callable[[Send, Exception], Awaitable[bool]],
+    step: Callable[[Steps[Any]], Awaitable[Any]],
+    later: Callable[[Steps[Any]], None],
+) -> tuple[T, Send] | Exception | None:
+    """The async race: attempts as tasks; the loser is cancelled and charged what it may
+    have billed. A cancellation of the caller cancels both and gives back what they hold.
+    Returns as `race` does."""
+    tasks: dict[asyncio.Future[Any], Send] = {asyncio.ensure_future(run(first)): first}
+    last: Exception | None = None
+    try:
+        done, _ = await asyncio.wait(tasks, timeout=after)
+        if not done:
+            extra = await step(plan.hedge())
+            if extra is not None:
+                tasks[asyncio.ensure_future(run(extra))] = extra
+        while tasks:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                send = tasks.pop(task)
+                error = task.exception()
+                if error is None:
+                    await _cancel(tasks, send, plan, step)
+                    return task.result(), send
+                if not isinstance(error, Exception) or not await failed(send, error):
+                    await _cancel(tasks, send, plan, step)
+                    raise error
+                last = error
+    except asyncio.CancelledError:
+        for task, send in tasks.items():
+            task.cancel()
+            later(plan.cancelled(send, sent=True))
+        raise
+    return last
+
+
+async def _cancel(
+    tasks: dict[asyncio.Future[Any], Send],
+    winner: Send,
+    plan: Plan,
+    step: Callable[[Steps[Any]], Awaitable[Any]],
+) -> None:
+    """Cancel every attempt still racing and tell the plan it lost to `winner`."""
+    for task in tasks:
+        task.cancel()
+    for task, send in list(tasks.items()):
+        with contextlib.suppress(BaseException):
+            await task
+        await step(plan.lost(send, winner, running=False))
+    tasks.clear()

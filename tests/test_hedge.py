@@ -1,0 +1,223 @@
+"""Hedged requests (issue 36): a second attempt beside a slow first one, bounded by the
+budget, the floor, the requirements and the deadline; the first answer wins."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from policy_router import Budget, ConfigError, Hedge, Route, Router
+from policy_router.policies.hedge import Latencies
+from policy_router.testing import FakeProvider, Hang, Reply, Step
+
+from .conftest import CAPS, fake_route, prices
+
+ASK = [{"role": "user", "content": "hello"}]
+FAST, SLOW = 0.03, 0.6  # the tail: one request in twenty, twenty times slower
+WARM, MEASURED = 20, 60
+
+
+class Tail:
+    """A provider whose time to first token has a slow tail: per model, every twentieth
+    request waits `SLOW` seconds, the rest `FAST`."""
+
+    def __init__(self) -> None:
+        self.seen: Counter[str] = Counter()
+        self.slow = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, path: str, body: dict[str, Any]) -> Step:
+        model = str(body.get("model"))
+        with self._lock:
+            self.seen[model] += 1
+            slow = self.seen[model] > WARM and self.seen[model] % 20 == 10
+            self.slow += slow
+        return Hang(SLOW if slow else FAST, Reply("hi there", usage=(5, 3)))
+
+
+def _p99(values: list[float]) -> float:
+    ranked = sorted(values)
+    return ranked[int(0.99 * len(ranked)) - 1]
+
+
+def _first_tokens(router: Router, count: int, journeys: list[Any]) -> list[float]:
+    """Times to first token of `count` streamed calls, read as a caller reads them."""
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        stream = router.completion(model="g", messages=ASK, stream=True, max_tokens=16)
+        chunks = iter(stream)
+        next(chunks)
+        times.append(time.perf_counter() - started)
+        for _ in chunks:
+            pass
+        journeys.append(stream)
+    return times
+
+
+@pytest.mark.slow
+def test_a_p95_hedge_cuts_the_slow_tail_for_few_extra_requests() -> None:
+    """With `Hedge(after="p95")` the p99 of time to first token falls at least 4x against
+    the same provider unhedged, extra requests stay under 10%, the budget is never passed,
+    and every request the provider received is an attempt of some journey."""
+    table = prices(a="1000", b="1000")
+    results: dict[str, tuple[float, int]] = {}
+    for hedged in (False, True):
+        tail = Tail()
+        with FakeProvider(responder=tail) as fake:
+            routes = [fake_route(fake, m, prices=table) for m in ("a", "b")]
+            budget = Budget("5.00")
+            router = Router(routes, budget=budget, hedge=Hedge(after="p95") if hedged else None)
+            streams: list[Any] = []
+            _first_tokens(router, WARM, streams)  # the history the p95 is read from
+            times = _first_tokens(router, MEASURED, streams)
+            # A sync loser keeps running on its worker until its reply ends: let it.
+            time.sleep(SLOW + 0.2)
+            spending = router.spending()
+            assert spending.spent <= spending.cap and spending.in_flight == 0, spending
+            attempts = sum(len(s.journey.attempts) for s in streams)
+            assert attempts == fake.requests(), (attempts, fake.requests())
+            assert all(s.text == "hi there" for s in streams)
+            results["hedged" if hedged else "plain"] = (_p99(times), fake.requests())
+    plain_p99, plain_requests = results["plain"]
+    hedged_p99, hedged_requests = results["hedged"]
+    assert plain_requests == WARM + MEASURED
+    assert hedged_p99 * 4 <= plain_p99, results
+    assert hedged_requests - plain_requests < 0.10 * (WARM + MEASURED), results
+
+
+def test_the_loser_is_charged_and_both_attempts_are_in_the_journey(fake: FakeProvider) -> None:
+    """A hedge after 0.05 s on a first attempt that takes 0.5 s: the second route answers,
+    the first is cancelled, charged its reservation (it was sent), and no fault of its
+    route; both attempts are in the journey, in the order they left."""
+    fake.script("a", Hang(0.5, Reply("late", usage=(5, 3))))
+    router = Router(
+        [fake_route(fake, m, prices=prices(a="1000", b="1000")) for m in ("a", "b")],
+        budget=Budget("5.00"),
+        hedge=Hedge(after=0.05),
+    )
+
+    async def go() -> Any:
+        return await router.aroute(model="g", messages=ASK, max_tokens=10)
+
+    routed = asyncio.run(go())
+    assert routed.route.name == "openai/b"
+    assert routed.response.choices[0].message.content != "late"
+    first, second = routed.journey.attempts
+    assert (first.route, first.outcome) == ("openai/a", "cancelled")
+    assert "lost the hedge to openai/b" in first.then and first.sent
+    assert first.cost is not None and first.cost.micros > 0  # its reservation: it may have billed
+    assert second.ok and second.route == "openai/b"
+    assert fake.requests("a") == 1 and fake.requests("b") == 1
+    assert router.health()["openai/a"].failures == 0
+    spending = router.spending()
+    costs = [a.cost.micros for a in routed.journey.attempts if a.cost is not None]
+    assert spending.spent.micros == sum(costs)
+    assert not spending.is_exact and spending.in_flight == 0
+
+
+def test_no_hedge_leaves_when_the_budget_cannot_hold_both(fake: FakeProvider) -> None:
+    """The budget holds one worst case but not two: the slow first attempt is waited for,
+    the journey says the hedge was not sent and why, and the second route gets nothing."""
+    fake.script("a", Hang(0.3, Reply("slow but fine", usage=(5, 3))))
+    table = prices(a="1000", b="1000")
+    router = Router(
+        [fake_route(fake, m, prices=table) for m in ("a", "b")],
+        budget=Budget("0.15"),  # one call's worst case is about 0.1 (100 tokens at $1/k)
+        hedge=Hedge(after=0.02),
+    )
+    routed = router.route(model="g", messages=ASK, max_tokens=90)
+    assert routed.response.choices[0].message.content == "slow but fine"
+    assert fake.requests("b") == 0
+    (skip,) = [s for s in routed.journey.skips if s.route == "openai/b"]
+    assert skip.reason.startswith("hedge not sent:") and "budget" in skip.reason.lower()
+    assert router.spending().spent <= router.spending().cap
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_no_hedge_to_a_vendor_under_on_device(fake: FakeProvider, mode: str) -> None:
+    """Under `on_device=True` a slow on-device route is never hedged with a vendor's: the
+    vendor is skipped for the floor and receives nothing, however long the first takes."""
+    fake.script("local", Hang(0.2, Reply("private answer")))
+    router = Router(
+        [
+            fake_route(fake, "local", on_device=True),
+            Route("openai/vendor", group="g", api_base="https://api.example.invalid/v1",
+                  api_key="sk-vendor-test-0000", capabilities=CAPS),
+        ],
+        hedge=Hedge(after=0.01),
+    )
+    kw: dict[str, Any] = {"model": "g", "messages": ASK, "on_device": True}
+    routed = router.route(**kw) if mode == "sync" else asyncio.run(router.aroute(**kw))
+    assert routed.route.name == "openai/local"
+    assert [a.route for a in routed.journey.attempts] == ["openai/local"]
+    assert any(s.route == "openai/vendor" for s in routed.journey.skips)
+
+
+def test_a_hedge_needs_the_requirements_too(fake: FakeProvider) -> None:
+    """A call with tools: a route without tools is no hedge for it."""
+    fake.script("tools", Hang(0.2, Reply("done")))
+    router = Router(
+        [fake_route(fake, "tools", capabilities={**CAPS, "tools": True}),
+         fake_route(fake, "plain", capabilities={**CAPS, "tools": False})],
+        hedge=Hedge(after=0.01),
+    )
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    routed = router.route(model="g", messages=ASK, tools=[tool])
+    assert routed.route.name == "openai/tools" and fake.requests("plain") == 0
+
+
+def test_the_hedge_stays_inside_the_deadline(fake: FakeProvider) -> None:
+    """Both attempts silent: the call ends at its deadline with both in the journey, not
+    after either attempt's own timeout."""
+    fake.script("a", Hang(5.0, Reply()))
+    fake.script("b", Hang(5.0, Reply()))
+    router = Router([fake_route(fake, m) for m in ("a", "b")], hedge=Hedge(after=0.05))
+    started = time.perf_counter()
+    with pytest.raises(TimeoutError) as raised:
+        asyncio.run(router.aroute(model="g", messages=ASK, deadline=0.4))
+    assert time.perf_counter() - started < 3.0
+    assert fake.requests() == 2
+    assert "openai/b" in str(raised.value)
+
+
+def test_a_per_call_hedge_and_a_group_hedge(fake: FakeProvider) -> None:
+    """`hedge=` per call overrides the router's; `hedge=None` per call turns it off."""
+    fake.script("a", Hang(0.3, Reply("slow")), Hang(0.3, Reply("slow")))
+    router = Router([fake_route(fake, m) for m in ("a", "b")])
+    off = router.route(model="g", messages=ASK)
+    assert off.route.name == "openai/a" and fake.requests("b") == 0
+    on = router.route(model="g", messages=ASK, hedge=Hedge(after=0.02))
+    assert on.route.name == "openai/b"
+
+
+def test_the_p95_delay_is_read_from_the_route_s_own_history() -> None:
+    """Until `samples` answers are known the delay is `otherwise`; then the route's 95th
+    percentile, never under `at_least`; a slow loser's time stays in the history."""
+    seen = Latencies()
+    hedge = Hedge(after="p95", otherwise=1.5, samples=20, at_least=0.05)
+    for _ in range(19):
+        seen.record("a", 0.01)
+    assert hedge.delay(seen, "a") == 1.5
+    seen.record("a", 0.01)
+    assert hedge.delay(seen, "a") == 0.05  # the floor
+    for _ in range(100):
+        seen.record("b", 0.2)
+    seen.record("b", 3.0)
+    assert hedge.delay(seen, "b") == 0.2
+    assert Hedge(after=0.3).delay(seen, "b") == 0.3
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [({"after": 0}, "after"), ({"after": "p99"}, "after"), ({"after": float("inf")}, "after"),
+     ({"at_least": -1}, "at_least"), ({"otherwise": 0}, "otherwise"), ({"samples": 0}, "samples")],
+)
+def test_a_bad_hedge_names_its_field(kw: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError, match=f"Hedge {field}"):
+        Hedge(**kw)
