@@ -113,6 +113,7 @@ class Router(LiteLLMFace, Inspection):
         self._source: tuple[Any, Mapping[str, Any]] | None = None  # from_config's file
         self._closed = False
         self._owned: list[Any] = []  # what the router created, and so closes (from_config)
+        self._listeners: list[Callable[[Router], None]] = []  # told after each reconfigure
         self._now = assemble(
             {
                 "routes": routes,
@@ -224,7 +225,24 @@ class Router(LiteLLMFace, Inspection):
         if before.recorder is not None and before.recorder is not after.recorder:
             before.recorder.stop()  # what it buffered is written to the store it had
         after.emit(Reconfigured(found))
+        for listener in list(self._listeners):
+            listener(self)
         return found
+
+    def on_reconfigure(self, listener: Callable[[Router], None]) -> Callable[[], None]:
+        """Call `listener(router)` after every `reconfigure` (and `reload`) has taken
+        effect, in the thread that reconfigured; returns the function that stops it.
+
+        For what mirrors the router's configuration elsewhere (the LiteLLM provider keeps
+        LiteLLM's model info of each group current with it). A listener that raises
+        fails the `reconfigure` call after the change has taken effect."""
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return stop
 
     def reload(self) -> Changes:
         """Read the file this router was built from (`Router.from_config`) again and apply it

@@ -82,7 +82,17 @@ def test_a_policy_dict_builds_a_working_router(
             lambda p: p["groups"]["smart"]["routes"][0].update(reacj="vendor"),
             "groups.smart.routes[0]: 'reacj' is neither a route field",
         ),
-        (lambda p: p.update(brekaer={}), "brekaer: unknown key"),
+        (lambda p: p.update(brekaer={}), "brekaer: unknown key; did you mean 'breaker'?"),
+        (lambda p: p.update(budgt={"cap": "1"}), "budgt: unknown key; did you mean 'budget'?"),
+        (
+            lambda p: p.update(breaker={"cooldwn": 5}),
+            "breaker.cooldwn: unknown key; did you mean 'cooldown'?",
+        ),
+        (
+            lambda p: p["groups"]["smart"]["routes"][0].update(timeot=3),
+            "'timeot' is neither a route field",
+        ),
+        (lambda p: p.update(zzzz=1), "zzzz: unknown key; remove it or check its spelling"),
         (
             lambda p: p["groups"]["smart"].update(order="random"),
             "groups.smart.order: 'random' is not an ordering; use one of: as_listed",

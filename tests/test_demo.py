@@ -17,6 +17,11 @@ def test_the_demo_shows_every_promise_and_counts_what_it_sent() -> None:
     assert demo(printed.append) == 0
     text = "\n".join(printed)
     lines = text.splitlines()
+    listed = lines[1 : lines.index("")]
+    assert [line.split()[0] for line in listed] == [
+        "openai/local-llama", "openai/vendor-a", "openai/vendor-b",
+    ]  # the first table says "cheapest first" and lists them so
+    assert "$0.15 in, $0.60 out per million tokens" in listed[1]
     order = [line.split()[0] for line in lines if re.search(r"try #\d", line)]
     assert order == ["openai/vendor-a", "openai/vendor-b"]  # cheapest first, as estimated
     assert all("est. $" in line for line in lines if re.search(r"try #\d", line))

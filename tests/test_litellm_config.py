@@ -332,3 +332,59 @@ def test_every_litellm_param_is_applied_or_listed(key: str) -> None:
         or any(f".{key}" in note or f" {key} " in note for note in loaded.notes)
     )
     assert applied, (key, loaded.notes)
+
+
+def _example_configs() -> list[Path]:
+    import re
+
+    import litellm
+
+    root = Path(litellm.__file__).parent
+    return sorted(
+        p for p in root.rglob("*.yaml") if re.search(r"^model_list:", p.read_text(), re.M)
+    )
+
+
+# LiteLLM's own Router cannot route these either (no litellm_params; or only wildcards,
+# which this router lists rather than routes): refused, with what is wrong.
+_REFUSED = {
+    "langfuse_config.yaml": "model_list[0].litellm_params: model is missing",
+    "wildcard_config.yaml": "no deployment the router can send to",
+}
+
+
+@pytest.mark.parametrize("path", _example_configs(), ids=lambda p: p.name)
+def test_every_example_config_of_the_installed_litellm_loads(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each example proxy config the litellm package ships builds a router, its proxy-only
+    sections (guardrails, mcp_servers, files_settings, search_tools, ...) listed by
+    `check()` as not applied; the two LiteLLM could not route either are refused cleanly."""
+    import re
+
+    text = path.read_text()
+    for name in set(re.findall(r"os\.environ/([A-Za-z_][A-Za-z0-9_]*)", text)):
+        monkeypatch.setenv(name, f"sk-example-{name.lower()}-0000")
+    if path.name in _REFUSED:
+        with pytest.raises(ConfigError, match=re.escape(_REFUSED[path.name])):
+            Router.from_config(path)
+        return
+    router = Router.from_config(path)
+    notes = router.check()
+    sections = [
+        k for k in re.findall(r"^([a-z_]+):", text, re.M)
+        if k not in ("model_list", "router_settings", "litellm_settings", "environment_variables", "include")
+    ]
+    for section in sections:
+        assert any(n.startswith(f"{section} is not applied") for n in notes), (section, notes)
+    assert router.routes
+
+
+def test_a_misspelt_section_is_refused_with_the_one_it_resembles(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "model_list:\n  - model_name: g\n    litellm_params: {model: openai/gpt-4o-mini, api_key: sk-x-0000}\n"
+        "router_setings:\n  num_retries: 2\n"
+    )
+    with pytest.raises(ConfigError, match=r"router_setings.*did you mean 'router_settings'"):
+        Router.from_config(path)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import litellm
 import pytest
+from litellm.integrations.custom_logger import CustomLogger
 
 from policy_router import Budget, NoRouteError, OverBudgetError, PriceTable, Router
 from policy_router.integrations.litellm import RefusedBeforeSending, register, unregister
@@ -133,3 +137,165 @@ def test_register_keeps_other_providers_and_unregister_removes_only_its_own(
         assert litellm.custom_provider_map == [mine]
     finally:
         litellm.custom_provider_map = []
+
+
+class CostTally(CustomLogger):
+    """A LiteLLM callback as a team tracking spend writes one: it adds up `response_cost`
+    over success events and counts failure events."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.costs: list[float | None] = []
+        self.failures = 0
+
+    def log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        self.costs.append(kwargs.get("response_cost"))
+
+    async def async_log_success_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        self.costs.append(kwargs.get("response_cost"))
+
+    def log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        self.failures += 1
+
+    async def async_log_failure_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        self.failures += 1
+
+
+# One tally for the module: LiteLLM copies `litellm.callbacks` into lists of its own the
+# first time it sees them, and keeps calling what it copied.
+TALLY = CostTally()
+
+
+def _read_all(mode: str) -> None:
+    """One call through the provider in `mode`, read to the end."""
+    if mode == "sync":
+        litellm.completion(model="policy_router/g", messages=MESSAGES)
+    elif mode == "stream":
+        for _ in litellm.completion(model="policy_router/g", messages=MESSAGES, stream=True):
+            pass
+    elif mode == "async":
+
+        async def call() -> None:
+            await litellm.acompletion(model="policy_router/g", messages=MESSAGES)
+            await asyncio.sleep(0.2)  # a service's loop runs on: LiteLLM logs on it
+
+        asyncio.run(call())
+    else:
+
+        async def read() -> None:
+            stream = await litellm.acompletion(model="policy_router/g", messages=MESSAGES, stream=True)
+            async for _ in stream:
+                pass
+
+        asyncio.run(read())
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "stream", "astream"])
+def test_callbacks_see_each_call_once_at_what_the_router_spent(fake: FakeProvider, mode: str) -> None:
+    """A success callback summing `response_cost` over calls that fall through (the first
+    route 503s) counts what the router spent: one event per call, no failure event."""
+    table = PriceTable.from_dict({
+        "currency": "USD", "as_of": "2026-12-01", "source": "test",
+        "models": {f"openai/{m}": {"input": "1000", "output": "1000"} for m in "ab"},
+    })
+    router = Router([fake_route(fake, m, prices=table) for m in "ab"], budget=Budget("10.00"))
+    tally = TALLY
+    lists = ("callbacks", "success_callback", "failure_callback", "_async_success_callback",
+             "_async_failure_callback", "input_callback")
+    before = {name: list(getattr(litellm, name)) for name in lists}
+    litellm.callbacks = [tally]
+    register(router)
+    _read_all(mode)  # LiteLLM takes `litellm.callbacks` into its own lists on a first call
+    time.sleep(0.3)
+    router.reconfigure(budget=Budget("10.00", name="fresh"))
+    tally.costs, tally.failures = [], 0
+    try:
+        for _ in range(3):
+            fake.script("a", Fail(503))
+            fake.script("b", Reply("hello there", usage=(7, 5)))
+            _read_all(mode)
+        deadline = time.monotonic() + 10  # LiteLLM logs on worker threads after returning
+        while len(tally.costs) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)  # and nothing more arrives
+    finally:
+        # LiteLLM copied the callback into lists of its own: every later call of the suite
+        # would log to it (and pay for the logging) if it stayed there.
+        for name, value in before.items():
+            setattr(litellm, name, value)
+        unregister()
+    spent = router.spending().spent.micros / 1_000_000
+    assert len(tally.costs) == 3 and tally.failures == 0, (tally.costs, tally.failures)
+    assert sum(c or 0.0 for c in tally.costs) == pytest.approx(spent, abs=1e-9)
+    assert spent == pytest.approx(3 * 12 * 1000 / 1e6)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_streamed_refusal_raises_at_call_time_in_its_own_class(fake: FakeProvider, mode: str) -> None:
+    """Every route at its `rpm`: `stream=True` raises `litellm.RateLimitError` with
+    `retry_after` and the journey from the call itself, as the same call unstreamed does,
+    not a 503 `MidStreamFallbackError` at the first iteration."""
+    router = Router([fake_route(fake, m, rpm=1) for m in "ab"])
+    register(router)
+    try:
+        for _ in range(2):
+            litellm.completion(model="policy_router/g", messages=MESSAGES)
+        with pytest.raises(litellm.RateLimitError) as raised:
+            if mode == "sync":
+                litellm.completion(model="policy_router/g", messages=MESSAGES, stream=True)
+            else:
+                asyncio.run(litellm.acompletion(model="policy_router/g", messages=MESSAGES, stream=True))
+    finally:
+        unregister()
+    assert not isinstance(raised.value, litellm.exceptions.MidStreamFallbackError)
+    assert raised.value.retry_after > 0  # type: ignore[attr-defined]
+    assert {s.check for s in raised.value.journey.skips} == {"rate_limit"}  # type: ignore[attr-defined]
+    assert fake.requests() == 2
+
+
+def test_a_provider_s_own_429_on_a_stream_stays_a_rate_limit(fake: FakeProvider) -> None:
+    fake.script("a", Fail(429, "slow down", retry_after=1))
+    register(Router([fake_route(fake, "a")], breaker=None))
+    try:
+        with pytest.raises(litellm.RateLimitError) as raised:
+            litellm.completion(model="policy_router/g", messages=MESSAGES, stream=True)
+    finally:
+        unregister()
+    assert not isinstance(raised.value, litellm.exceptions.MidStreamFallbackError)
+
+
+def test_litellm_knows_what_a_group_can_do_and_keeps_up(fake: FakeProvider) -> None:
+    """`register` tells LiteLLM each group's capabilities (what at least one route can do),
+    window and estimated price; `reconfigure` updates it; `unregister` takes it away."""
+    table = PriceTable.from_dict({
+        "currency": "USD", "as_of": "2026-12-01", "source": "test",
+        "models": {"openai/a": {"input": "2", "output": "4"}, "openai/b": {"input": "1", "output": "3"}},
+    })
+    router = Router([
+        fake_route(fake, "a", capabilities={"chat": True, "tools": True}, context_window=8_000, prices=table),
+        fake_route(fake, "b", capabilities={"chat": True, "images": True}, context_window=32_000, prices=table),
+        fake_route(fake, "c", group="plain", capabilities={"chat": True}),
+    ])
+    register(router)
+    try:
+        assert litellm.supports_function_calling("policy_router/g")
+        assert litellm.supports_vision("policy_router/g")
+        assert not litellm.supports_function_calling("policy_router/plain")
+        info = litellm.get_model_info("policy_router/g")
+        assert info["max_input_tokens"] == 32_000
+        assert info["input_cost_per_token"] == pytest.approx(1e-6)  # the cheapest route's
+        router.reconfigure(routes=[
+            fake_route(fake, "c", group="plain", capabilities={"chat": True}),
+            fake_route(fake, "d", group="new"),
+        ])
+        assert not litellm.supports_function_calling("policy_router/g")
+        assert "policy_router/g" not in litellm.model_cost and "policy_router/new" in litellm.model_cost
+    finally:
+        unregister()
+    assert not any(k.startswith("policy_router/") for k in litellm.model_cost)
+    router.reconfigure(routes=[fake_route(fake, "a", capabilities={"chat": True, "tools": True})])
+    assert "policy_router/g" not in litellm.model_cost  # no longer followed

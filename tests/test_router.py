@@ -429,27 +429,28 @@ def test_litellm_custom_logger_sees_every_attempt(fake: FakeProvider) -> None:
         async def async_log_success_event(
             self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
         ) -> None:
-            self.events.append(
-                "ok " + kwargs["litellm_params"]["metadata"]["policy_router"]["route"]
-            )
+            self.events.append(("ok", kwargs["litellm_params"]["metadata"]["policy_router"]))
 
         async def async_log_failure_event(
             self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
         ) -> None:
-            self.events.append(
-                "fail " + kwargs["litellm_params"]["metadata"]["policy_router"]["route"]
-            )
+            self.events.append(("fail", kwargs["litellm_params"]["metadata"]["policy_router"]))
 
     counter = Counter()
     fake.script("first", Fail(503))
     old = list(litellm.callbacks)
     litellm.callbacks = [counter]
 
+    ours: list[str] = []
+
     async def call_and_wait() -> None:
-        await three(fake).acompletion(model="g", messages=MESSAGES)
-        # LiteLLM logs on tasks of this loop after the call returns: let them run.
+        response = await three(fake).acompletion(model="g", messages=MESSAGES)
+        request = response._hidden_params["policy_router"].id
+        # LiteLLM logs on tasks of this loop after the call returns: let them run. Events
+        # of earlier tests' calls that LiteLLM's logging worker carried over are not ours.
         for _ in range(500):
-            if len(counter.events) >= 2:
+            ours[:] = [f"{k} {m['route']}" for k, m in counter.events if m["request_id"] == request]
+            if len(ours) >= 2:
                 return
             await asyncio.sleep(0.01)
 
@@ -457,4 +458,4 @@ def test_litellm_custom_logger_sees_every_attempt(fake: FakeProvider) -> None:
         asyncio.run(call_and_wait())
     finally:
         litellm.callbacks = old
-    assert sorted(counter.events) == ["fail openai/first", "ok openai/middle"]
+    assert sorted(ours) == ["fail openai/first", "ok openai/middle"]

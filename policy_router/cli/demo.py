@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from typing import Any
 
 from ..core.journey import Journey, Routed
@@ -82,6 +83,27 @@ def _router(fake: FakeProvider) -> Router:
     )
 
 
+def _price_list(router: Router) -> str:
+    """The routes as `order=CHEAPEST` ranks them: by price, each with its reach, its
+    rates and what it can do (the router lists them as configured)."""
+
+    def rates(route: Route) -> tuple[str, str]:
+        return _PRICES[route.model.split("/", 1)[1]]
+
+    ranked = sorted(router.routes, key=lambda r: sum(Decimal(x) for x in rates(r)))
+    width = max(len(r.name) for r in ranked)
+    reach = max(len(r.reach.value) for r in ranked) + 2
+    lines = []
+    for r in ranked:
+        given, made = rates(r)
+        can = ", ".join(sorted(router.capabilities(r.name) & {"tools", "streaming"}))
+        lines.append(
+            f"  {r.name:<{width}}  {'[' + r.reach.value + ']':<{reach}}  ${given} in, ${made} out per million "
+            f"tokens; {can}"
+        )
+    return "\n".join(lines)
+
+
 def demo(out: Callable[[str], None] = print) -> int:
     """Route one request per promise across three simulated providers and print the story."""
     with FakeProvider(default=Reply("Take a warm coat and an umbrella.")) as fake:
@@ -89,7 +111,7 @@ def demo(out: Callable[[str], None] = print) -> int:
         fake.script("vendor-a", *[Fail(503, "upstream overloaded")] * 20)
         router = _router(fake)
         out(f"Routes on FakeProvider ({fake.base_url}), cheapest first, budget ${_CAP}:")
-        out("\n".join("  " + line for line in repr(router).splitlines()[1:]))
+        out(_price_list(router))
         out("")
         out(str(router.explain(model="smart", messages=ASK, tools=TOOLS, max_tokens=200)))
         out("")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from datetime import date
+from typing import Any
 
 from ..drive.preflight import Verdict as PreflightVerdict
 from ..drive.preflight import embeds_only, preflight_route, problems, rest_denied
@@ -17,11 +18,11 @@ from ..observe.metrics.report import report_of, since_cutoff
 from ..observe.observers import AttemptLog
 from ..observe.report import Report
 from ..observe.report import read as read_report
+from ..observe.tables import HealthTable, UsageTable
 from ..policies.budget import Spending
 from ..policies.order import OrderContext
 from ..policies.score import RouteScore, Scored
 from ..state.store import Health
-from ..state.windows import Window
 from . import learning
 from .assembly import Assembly
 
@@ -57,24 +58,26 @@ class Inspection:
             raise ConfigError("this router has no budget; build it with budget=Budget(...)")
         return self._now.ledger.spending()
 
-    def health(self) -> dict[str, Health]:
+    def health(self) -> HealthTable:
         """Every route's health record by name (closed and untouched routes included), with
         `rest_left`: the seconds of rest left now. The record is kept under the route's
-        `id`, so two names for one id (one deployment in two groups) show the same one."""
+        `id`, so two names for one id (one deployment in two groups) show the same one. A
+        dict; a notebook shows it as a table."""
         self._open()
         known, now = self._now.store.all_health(), self._now.clock.now()
-        return {
-            r.name: replace(h, rest_left=max(h.rest_until - now, 0.0)) if h.rest_until else h
+        return HealthTable(
+            (r.name, replace(h, rest_left=max(h.rest_until - now, 0.0)) if h.rest_until else h)
             for r in self._now.routes
             for h in (known.get(r.id, Health()),)
-        }
+        )
 
-    def usage(self) -> dict[str, Window]:
+    def usage(self) -> UsageTable:
         """Every route's rate window now: requests and tokens in the last minute, calls in
-        flight, when the next slot frees (shared through the store), by route name."""
+        flight, when the next slot frees (shared through the store), by route name. A
+        dict; a notebook shows it as a table."""
         self._open()
         windows = self._now.store.windows([r.id for r in self._now.routes])
-        return {r.name: windows[r.id] for r in self._now.routes if r.id in windows}
+        return UsageTable((r.name, windows[r.id]) for r in self._now.routes if r.id in windows)
 
     def report(self, since: float | None = 3600.0) -> Report:
         """Per route over the last `since` seconds (None: all): requests, success rate,
@@ -183,6 +186,14 @@ class Inspection:
         a test, a notebook, or a process about to exit."""
         recorder = self._now.recorder
         return True if recorder is None else recorder.flush(timeout)
+
+    def model_info(self, group: str, provider: str = "policy_router") -> dict[str, Any]:
+        """What LiteLLM's model info would say of `group` served as `provider/<group>`: each
+        `supports_*` flag true when at least one of its routes has it (the router picks that
+        route), the largest context window and output limit known, the cheapest route's USD
+        price as an estimate. What `integrations.litellm.register` tells LiteLLM; it
+        promises nothing about which route answers a given call."""
+        return self._now.planner.model_info(group, provider)
 
     def capabilities(self, route: str) -> frozenset[str]:
         """What the named route can do, as capability names (the endpoints it serves too)."""

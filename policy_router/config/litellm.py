@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ground import catalog
 from ..ground.capability import MODES
 from ..ground.errors import ConfigError
 from ..ground.route import Route
@@ -145,6 +146,26 @@ def _retry(value: Any, where: str) -> Retry | None:
     return Retry(attempts=retries + 1) if retries else None
 
 
+def _complete(costs: dict[str, Any], model: str, here: str, loaded: Loaded) -> None:
+    """A deployment that gives one of the input and output rates takes the other from
+    LiteLLM's cost map for its model, as LiteLLM's Router prices it, and `check()` says so;
+    with no row to take it from, the price stays incomplete (and is refused, naming it)."""
+    missing = [k for k in ("input_cost_per_token", "output_cost_per_token") if costs.get(k) is None]
+    if not missing or len(missing) == 2:
+        return
+    try:
+        key, row = catalog.cost_map_entry(model)
+    except ConfigError:
+        return
+    for name in missing:
+        if row.get(name) is not None:
+            costs[name] = row[name]
+            loaded.notes.append(
+                f"{here}: {name} is not given: LiteLLM's cost-map rate for {key} is used, as "
+                "LiteLLM's Router does"
+            )
+
+
 def _prices(costs: Mapping[str, Any], model: str, where: str) -> PriceTable:
     today = dt.date.today()
     return PriceTable(
@@ -184,6 +205,8 @@ def _entry(
             loaded.notes.append(f"{here}: {key} is not applied: {why}")
     costs = {k: params.pop(k) for k in list(params) if k in _COST_KEYS or "_above_" in k}
     costs.update({k: v for k, v in info.items() if k in _COST_KEYS or "cost_per_token_above" in k})
+    if costs:
+        _complete(costs, str(info.get("base_model") or params.get("model") or ""), here, loaded)
     # Every other key is passed to LiteLLM as written (a provider's own: vertex_project,
     # aws_region_name, ...), as LiteLLM's Router passes litellm_params.
     for key in list(params):

@@ -16,13 +16,14 @@ read by `config.litellm`.
 from __future__ import annotations
 
 import difflib
+import typing
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..ground import catalog
 from ..ground.errors import ConfigError
@@ -33,6 +34,7 @@ from ..policies.budget import Budget
 from ..policies.hedge import Hedge
 from ..policies.price_table import PriceTable, _parse
 from ..policies.retry import Retry
+from . import spec
 from .litellm import ENV_PREFIX, Loaded, from_environment, secret
 from .observing import learning_policies, observers_of
 from .proxy import is_proxy_config, proxy_config
@@ -47,17 +49,80 @@ def _where(loc: Sequence[int | str]) -> str:
     return text
 
 
+def _is_tag(part: int | str) -> bool:
+    """A place pydantic names by the type it tried (`BreakerSpec`, `literal[False]`, `str`),
+    not a key of the file."""
+    if isinstance(part, int):
+        return False
+    return (
+        part in ("str", "dict[str,any]", "none")
+        or "[" in part
+        or part in _SPEC_NAMES
+    )
+
+
+_SPEC_NAMES = frozenset(
+    name for name, value in vars(spec).items()
+    if isinstance(value, type) and issubclass(value, BaseModel)
+)
+
+
+def _keys_at(loc: Sequence[int | str]) -> list[str]:
+    """The keys the schema allows at `loc` (a place in the file), for a suggestion."""
+    model: type[BaseModel] | None = PolicySpec
+    parts = list(loc)
+    while parts and model is not None:
+        part = parts.pop(0)
+        found = next(
+            (f for n, f in model.model_fields.items() if (f.alias or n) == part), None
+        )
+        if found is None:
+            return []
+        model, keyed = _model_in(found.annotation)
+        if keyed and parts:
+            parts.pop(0)  # a mapping's key or a list's index
+    return [f.alias or n for n, f in model.model_fields.items()] if model is not None else []
+
+
+def _model_in(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """The schema model inside a field's type, and whether a key or an index comes first
+    (`dict[str, GroupSpec]`, `list[RouteSpec]`)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (dict, list, tuple, Mapping, Sequence) or (
+        isinstance(origin, type) and issubclass(origin, (Mapping, Sequence))
+    ):
+        inner = args[-1] if args else None
+        model, _ = _model_in(inner)
+        return model, True
+    for arg in args:  # a union: the first model in it
+        model, keyed = _model_in(arg)
+        if model is not None:
+            return model, keyed
+    return None, False
+
+
 def _validation_error(error: ValidationError, source: str) -> ConfigError:
     lines = []
-    for e in error.errors():
-        loc = [
-            p
-            for p in e["loc"]
-            if p not in ("str", "dict[str,any]", "function-after[_known_kwargs(), RouteSpec]")
-        ]
+    errors = error.errors()
+    # A field that may be a section or `false` (`breaker: false`) reports a failed try of
+    # every member of the union: the section's own error is the one that helps.
+    sections = {tuple(e["loc"][:1]) for e in errors if any(p in _SPEC_NAMES for p in e["loc"])}
+    for e in errors:
+        if tuple(e["loc"][:1]) in sections and not any(p in _SPEC_NAMES for p in e["loc"]):
+            continue
+        loc = [p for p in e["loc"] if not _is_tag(p)]
         message = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            message = "unknown key; remove it or check its spelling"
+            close = difflib.get_close_matches(
+                str(loc[-1]) if loc else "", _keys_at(loc[:-1]), n=1, cutoff=0.6
+            )
+            message = (
+                f"unknown key; did you mean {close[0]!r}?"
+                if close
+                else "unknown key; remove it or check its spelling"
+            )
         if e["type"] == "missing":
             given = e.get("input")
             keys = [str(k) for k in given] if isinstance(given, Mapping) else []

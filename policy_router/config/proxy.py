@@ -1,5 +1,8 @@
 """A LiteLLM proxy `config.yaml`, loaded faithfully: its `model_list` (see `litellm.py`),
-`include:` files, `environment_variables:`, `router_settings` and `litellm_settings`.
+`include:` files, `environment_variables:`, `router_settings` and `litellm_settings`; the
+proxy server's own sections (`general_settings`, `guardrails`, `mcp_servers`,
+`files_settings`, ...) are listed as not applied, and a misspelt section the router reads
+(`router_setings`) is refused with the name it resembles.
 
 - `router_settings`: `routing_strategy` maps to an order, `num_retries` to `Retry`,
   `allowed_fails`/`cooldown_time` to the `Breaker`, `timeout` to every route's default
@@ -14,6 +17,7 @@ Every other setting is listed by `router.check()` with its place, never dropped 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +39,24 @@ _STRATEGIES = {
 }
 
 
+
+# The sections this loader applies (general_settings is listed as not applied).
+_READ = frozenset(
+    {"model_list", "router_settings", "litellm_settings", "environment_variables", "include"}
+)
+# Sections of a LiteLLM proxy config that configure the proxy server itself (guardrails,
+# MCP servers, files, fine-tuning, ...), as the example configs in the litellm package
+# write them (1.110.2): listed by `check()` as not applied.
+_PROXY_SECTIONS = frozenset({
+    "general_settings", "guardrails", "mcp_servers", "mcp_tools", "files_settings",
+    "finetune_settings", "search_tools", "sandbox_tools", "policies", "policy_attachments",
+    "credential_list", "vector_store_registry", "assistant_settings", "callback_settings",
+    "prompts", "agent_list", "batch_settings", "model_group_alias", "pass_through_endpoints",
+    "ui_settings", "alerting_settings", "scim_settings", "sso_settings",
+})
+
+# LiteLLM Router's own meta-deployments: a model string of these picks another deployment.
+_META_PROVIDERS = frozenset({"auto_router"})
 
 _FALLBACK_NOTE = (
     "the router falls back within a group: list the fallback deployments under the same "
@@ -87,27 +109,23 @@ def proxy_config(
     `include:` files are merged in; `environment_variables:` are the file's own values for
     its `os.environ/NAME` references (the process's environment is not changed)."""
     data = _included(data, base, source)
-    unknown = sorted(
-        set(data)
-        - {
-            "model_list",
-            "router_settings",
-            "litellm_settings",
-            "general_settings",
-            "environment_variables",
-            "include",
-        }
-    )
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown top-level key {unknown[0]!r}; a LiteLLM proxy config has "
-            "model_list, router_settings, litellm_settings, general_settings"
+    notes: list[str] = []
+    for key in sorted(set(data) - _READ - {"general_settings"}):
+        close = difflib.get_close_matches(str(key), sorted(_READ), n=1, cutoff=0.75)
+        if close:  # a section the router reads, misspelt: refused, never ignored
+            raise ConfigError(
+                f"{source}: unknown top-level key {key!r}; did you mean {close[0]!r}?"
+            )
+        why = (
+            "a LiteLLM proxy section the router does not apply (the proxy server's own)"
+            if key in _PROXY_SECTIONS
+            else "not a section policy_router reads (the LiteLLM proxy may: check its spelling)"
         )
+        notes.append(f"{key} is not applied: {why}")
     router_settings = dict(data.get("router_settings") or {})
     litellm_settings = dict(data.get("litellm_settings") or {})
     defaults: dict[str, Any] = {}
     policies: dict[str, Any] = {}
-    notes: list[str] = []
     missing: list[str] = []
     # Set in both sections: LiteLLM's Router reads router_settings, which wins; say so.
     for ours, theirs in (("timeout", "request_timeout"), ("num_retries", "num_retries")):
@@ -179,9 +197,21 @@ def proxy_config(
                 "each model you use as its own entry"
             )
             continue
+        params = entry.get("litellm_params") if isinstance(entry, Mapping) else None
+        model = str(params.get("model", "")) if isinstance(params, Mapping) else ""
+        if model.split("/", 1)[0] in _META_PROVIDERS:
+            notes.append(
+                f"model_list[{i}] ({name}) is not applied: {model} is a LiteLLM Router "
+                "deployment that picks among other model_names itself; here the group's "
+                "`order` picks (list the deployments it would pick among under one model_name)"
+            )
+            continue
         entries.append(entry)
     if not entries:
-        raise ConfigError(f"{source}: model_list has no deployment but wildcards")
+        raise ConfigError(
+            f"{source}: model_list has no deployment the router can send to (only "
+            "wildcards or LiteLLM Router's own auto-routers)"
+        )
     loaded = model_list_routes(entries, defaults=defaults, env={str(k): str(v) for k, v in env.items()})
     loaded.policies.update(policies)
     loaded.notes[:0] = notes

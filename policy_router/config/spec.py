@@ -4,6 +4,7 @@ router's arguments from it."""
 
 from __future__ import annotations
 
+import difflib
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -78,9 +79,10 @@ class RouteSpec(BaseModel):
         known = model_info.litellm_kwargs()
         for key in self.model_extra or {}:
             if key not in known:
+                close = difflib.get_close_matches(key, [*_ROUTE_FIELDS, *known], n=1, cutoff=0.75)
                 raise ValueError(
                     f"{key!r} is neither a route field ({', '.join(sorted(_ROUTE_FIELDS))}) "
-                    "nor a LiteLLM argument"
+                    "nor a LiteLLM argument" + (f"; did you mean {close[0]!r}?" if close else "")
                 )
         return self
 

@@ -31,6 +31,7 @@ from ..policies.bounds import RequestFacts
 from ..policies.breaker import HealthBook
 from ..policies.budget import Ledger
 from ..policies.candidate import Candidate
+from ..policies.group_info import group_info
 from ..policies.hedge import Hedge, Latencies
 from ..policies.limits import RateBook
 from ..policies.order import (
@@ -182,6 +183,12 @@ class Planner:
         if on_device:
             read = read | _ON_DEVICE
         return read if kwargs.get("needs") is None else read | Requirements.of(kwargs["needs"])
+
+    def model_info(self, group: str, provider: str) -> dict[str, Any]:
+        """The group's capabilities in LiteLLM's model-info words (`policies.group_info`)."""
+        if group not in self.groups:
+            raise KeyError(f"no group named {group!r}; groups: {sorted(self.groups)}")
+        return group_info(self.groups[group], provider)
 
     def serves(self, route: str) -> frozenset[str]:
         """The named route's capabilities (the endpoints it serves too), by name."""

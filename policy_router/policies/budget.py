@@ -119,11 +119,22 @@ class Spending:
             f"left) in {self.calls} calls{tail}"
         )
 
+    def _repr_html_(self) -> str:
+        """A notebook's view: the account as a one-row table."""
+        cells = (
+            str(self.cap), str(self.spent), str(self.reserved), str(self.left), str(self.calls),
+            str(self.in_flight), "exact" if self.is_exact else f"{self.unmeasured} unmeasured",
+            "possible" if self.overshoot_possible else "no",
+        )
+        head = ("cap", "spent", "reserved", "left", "calls", "in flight", "measured", "overshoot")
+        escaped = [c.replace("&", "&amp;").replace("<", "&lt;") for c in cells]
+        return (
+            "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr><tr>"
+            + "".join(f"<td>{c}</td>" for c in escaped) + "</tr></table>"
+        )
+
     def __repr__(self) -> str:
         return f"Spending({self})"
-
-    def _repr_html_(self) -> str:
-        return f"<p><b>Spending</b>: {self}</p>"
 
 
 @dataclass(frozen=True, slots=True)
