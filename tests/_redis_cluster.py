@@ -16,7 +16,7 @@ from pathlib import Path
 
 import redis
 
-from ._redis import BINARY, WHY_MISSING
+from ._redis import BINARY, NEEDED, WHY_MISSING
 
 _TAKEN: set[int] = set()
 
@@ -87,6 +87,7 @@ class Node:
             "--appendfsync", "always",
             "--dir", str(self.dir),
             "--logfile", "redis.log",
+            *NEEDED,
         ]  # fmt: skip
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10

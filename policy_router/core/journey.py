@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..ground.route import Route
 
 __all__ = [
+    "CLOSED",
     "Attempt",
     "Explanation",
     "Journey",
@@ -26,6 +27,10 @@ __all__ = [
     "journey_of",
     "routed_of",
 ]
+
+
+CLOSED = "closed"
+"""The outcome of a stream its caller closed before its end."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +77,14 @@ class Attempt:
 
     @property
     def ok(self) -> bool:
+        """The route answered and the answer was read to its end."""
         return self.outcome == "answered"
+
+    @property
+    def answered(self) -> bool:
+        """The route answered: read to its end (`ok`), or a stream the caller closed
+        before its end (outcome `"closed"`, neither a success nor a failure)."""
+        return self.outcome in ("answered", CLOSED)
 
     def __str__(self) -> str:
         if self.ok and not self.sent:
@@ -82,8 +94,9 @@ class Attempt:
             text += f" for {self.cost}" if self.cost is not None else ""
             if self.cost is not None and self.usage is None:
                 text += " (its reservation: no usage was reported)"
-            if self.then == "closed by the caller":
-                text += ", closed by the caller before its end"
+        elif self.outcome == CLOSED:
+            text = f"{self.route} answered in {self.elapsed:.2f} s, closed by the caller before its end"
+            text += f" ({self.cost})" if self.cost is not None else ""
         else:
             status = f"{self.status} " if self.status else ""
             why = f": {_short(self.error)}" if self.error else ""

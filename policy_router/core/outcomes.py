@@ -27,7 +27,7 @@ from ..policies import continuity
 from ..policies.candidate import Candidate
 from ..state.store import Steps
 from .gate import Gate, Send, held_of
-from .journey import Attempt, Waited
+from .journey import CLOSED, Attempt, Waited
 
 if TYPE_CHECKING:
     from ..policies.breaker import HealthBook
@@ -148,11 +148,16 @@ class Outcomes:
             cost = yield from self._gate.conclude(send, usage, self._billed(send, usage))
         then = "closed by the caller" if closed else "returned"
         took = self._since(send)
+        # Closed early, it is neither a success nor a failure of its route: its outcome says
+        # so to every observer (the metrics store, the report, spans), so an abandoned
+        # stream adds nothing to a route's success or speed.
+        outcome = CLOSED if closed else "answered"
         self._replace_answer(
-            send, lambda a: replace(a, cost=cost, usage=usage, then=then, duration=took)
+            send,
+            lambda a: replace(a, cost=cost, usage=usage, then=then, duration=took, outcome=outcome),
         )
         for step in reversed(self._steps):
-            if isinstance(step, Attempt) and step.route == send.route.name and step.ok:
+            if isinstance(step, Attempt) and step.route == send.route.name and step.answered:
                 self._emit(step)
                 break
 
@@ -321,7 +326,7 @@ class Outcomes:
     def _replace_answer(self, send: Send, change: Callable[[Attempt], Attempt]) -> bool:
         for i in range(len(self._steps) - 1, -1, -1):
             step = self._steps[i]
-            if isinstance(step, Attempt) and step.route == send.route.name and step.ok:
+            if isinstance(step, Attempt) and step.route == send.route.name and step.answered:
                 self._steps[i] = change(step)
                 return True
         return False

@@ -300,7 +300,7 @@ class Plan(Endings, Capacity):
         self._tried_in_round = True
         self._attempts += 1
         if self._on_dispatch is not None:
-            self._on_dispatch(candidate.id, self._attempts)  # round robin moves on
+            self._on_dispatch(candidate.id, self._attempts)  # an ordering told of each send
         if self._frame is not None:
             self._frame(
                 AttemptStarted(self.id, self.group, route, self._attempts, number, probe)

@@ -42,6 +42,7 @@ from ..policies.order import (
     OrderContext,
     Ordering,
     arrange,
+    prices_order,
 )
 from ..policies.requirements import Requirements
 from ..policies.retry import Retry
@@ -215,7 +216,7 @@ class Planner:
     ) -> RequestFacts | None:
         """Measure the request once, and only what a price decision needs: the token count
         orders routes (and explains), the bounds hold the budget (`facts.measured`)."""
-        count = explaining or self.order_of(group) is Order.CHEAPEST
+        count = explaining or prices_order(self.order_of(group))
         if self.ledger is None and not count and group not in self._counted:
             return None
         return measured(
@@ -227,27 +228,39 @@ class Planner:
         )
 
     def _ordering(
-        self, group: str, facts: RequestFacts | None, endpoint: Endpoint, needs: Requirements
+        self,
+        group: str,
+        facts: RequestFacts | None,
+        endpoint: Endpoint,
+        needs: Requirements,
+        *,
+        take: bool = False,
     ) -> tuple[Arrange | None, ArrangeByHealth | None]:
+        """The request's ordering. A live request (`take`) takes the group's turn as it
+        reads it, in one step: concurrent requests planned before any of them is sent (on a
+        shared store every plan awaits it) each get their own turn, so a rotation spreads
+        them. `explain` reads the turn without taking it."""
         if self.order_of(group) is Order.AS_LISTED:
             return None, None
+        with self._lock:
+            turn = self._turns[group]
+            if take:
+                self._turns[group] = turn + 1
         context = OrderContext(
-            group, facts, self._clock.now(), self._turns[group],
+            group, facts, self._clock.now(), turn,
             endpoint=endpoint.name, streaming=needs.streaming,
         )
         return arrange(self.order_of(group), context)
 
-    def _dispatched(self, group: str) -> Callable[[str, int], None]:
-        """What is told as each attempt is sent: the group's turn moves on at a request's
-        first, and an ordering with `on_dispatch(route)` hears of every one."""
+    def _dispatched(self, group: str) -> Callable[[str, int], None] | None:
+        """What is told as each attempt is sent: an ordering with `on_dispatch(route)`
+        hears of every one."""
         tell = getattr(self.order_of(group), "on_dispatch", None)
+        if not callable(tell):
+            return None
 
         def sent(route: str, attempt: int) -> None:
-            if attempt == 1:
-                with self._lock:
-                    self._turns[group] += 1
-            if callable(tell):
-                tell(route)
+            tell(route)
 
         return sent
 
@@ -336,7 +349,7 @@ class Planner:
         endpoint, group, needs, call_kwargs = call.endpoint, call.group, call.needs, call.call_kwargs
         facts = self.facts(endpoint, group, call_kwargs)
         seconds, retry = call.seconds, call.retry
-        ordering, by_health = self._ordering(group, facts, endpoint, needs)
+        ordering, by_health = self._ordering(group, facts, endpoint, needs, take=True)
         order = self.order_of(group)
         return Plan(
             group,

@@ -258,7 +258,7 @@ class OTelObserver:
     ) -> None:
         elapsed = time.perf_counter() - request.attempt_started
         attrs = request.attempt_attrs or {}
-        failed = outcome != "answered"
+        failed = outcome not in ("answered", "closed")  # closed early: no error
         usage = record.usage if record is not None else None
         cost = record.cost if record is not None else None
         span = request.attempt

@@ -208,7 +208,10 @@ def build(
         skips_here = Counter(
             f"{r['check_name']}: {_fold(r['reason'])}" for r in skipped.get(route, [])
         )
-        failures = Counter(_failure(r) for r in rows if r["outcome"] != "answered")
+        # A stream its caller closed early is neither an answer read whole nor a failure.
+        failures = Counter(
+            _failure(r) for r in rows if r["outcome"] not in ("answered", "closed")
+        )
         routes.append(
             RouteReport(
                 names[route],
@@ -225,7 +228,9 @@ def build(
             )
         )
     journeys = {r["journey_id"] for r in (*fresh_attempts, *fresh_skips) if r["journey_id"]}
-    answered = {r["journey_id"] for r in fresh_attempts if r["outcome"] == "answered"}
+    answered = {
+        r["journey_id"] for r in fresh_attempts if r["outcome"] in ("answered", "closed")
+    }
     return Report(source, since, len(journeys), len(answered & journeys), tuple(routes))
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "estimate",
     "healthiest",
     "round_robin",
+    "prices_order",
     "Sticky",
 ]
 
@@ -226,6 +227,13 @@ BY_WINDOWS: Mapping[Order, ArrangeByWindows] = {
 }
 """The orderings that read every route's rate window, fetched in one store call."""
 _CLOSED = Health()
+
+
+def prices_order(order: Order | Ordering) -> bool:
+    """Whether `order` ranks routes by this request's estimated cost (CHEAPEST, or a
+    sticky ordering whose rest is CHEAPEST): the request's tokens must then be counted,
+    the same way for the live call and for `explain`."""
+    return order is Order.CHEAPEST or (isinstance(order, Sticky) and order.then is Order.CHEAPEST)
 
 
 def arrange(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "register_ordering",
     "registered",
     "unregister_ordering",
+    "Serialized",
 ]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")
@@ -38,6 +40,8 @@ def register_ordering(name: str, factory: Callable[[], Ordering]) -> None:
     A built-in name (`cheapest`, ...) cannot be taken; registering a name again replaces
     it for routers built afterwards (routers already built keep theirs). The factory must
     return an `Ordering` (`order` and `on_result`); that is checked when a router uses it.
+    It need not be thread-safe: the router calls one ordering object one call at a time
+    (`Serialized`), from every thread and every router that shares it.
     """
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(
@@ -90,6 +94,66 @@ def make(name: str) -> Ordering | None:
     return made
 
 
+_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCKS_BY_ID: dict[int, tuple[Any, threading.Lock]] = {}
+_GUARD = threading.Lock()
+
+
+def _lock_of(ordering: Any) -> threading.Lock:
+    """One lock per ordering object, however many routers share it."""
+    with _GUARD:
+        try:
+            found = _LOCKS.get(ordering)
+            if found is None:
+                found = _LOCKS[ordering] = threading.Lock()
+            return found
+        except TypeError:  # not weakly referable (__slots__ without __weakref__): kept
+            kept = _LOCKS_BY_ID.get(id(ordering))
+            if kept is None or kept[0] is not ordering:
+                kept = _LOCKS_BY_ID[id(ordering)] = (ordering, threading.Lock())
+            return kept[1]
+
+
+class Serialized:
+    """Your ordering object, called one call at a time: `order`, `on_result` and
+    `on_dispatch` of one object never run at once, from any thread or router, so an
+    ordering need not be thread-safe itself. Everything else it has (`reads_health`,
+    `scores`, ...) is read from it as it is."""
+
+    def __init__(self, ordering: Any) -> None:
+        self.inner = ordering
+        self._lock = _lock_of(ordering)
+
+    def order(self, candidates: Sequence[Any], context: Any) -> list[Any]:
+        with self._lock:
+            return list(self.inner.order(candidates, context))
+
+    def on_result(self, route: str, outcome: str, elapsed: float) -> None:
+        with self._lock:
+            self.inner.on_result(route, outcome, elapsed)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.inner, name)
+        if name == "on_dispatch" and callable(value):
+
+            def on_dispatch(route: str) -> None:
+                with self._lock:
+                    value(route)
+
+            return on_dispatch
+        return value
+
+    def __eq__(self, other: object) -> bool:
+        inner = other.inner if isinstance(other, Serialized) else other
+        return bool(self.inner is inner)
+
+    def __hash__(self) -> int:
+        return id(self.inner)
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+
 def choose(order: Order | str | Ordering, routes: Sequence[Any]) -> Order | Ordering:
     """The ordering `order` names (an `Order`, its value, a registered name, or an
     `Ordering` object); refuses an unknown name, a sticky ordering naming no route, and
@@ -100,7 +164,10 @@ def choose(order: Order | str | Ordering, routes: Sequence[Any]) -> Order | Orde
         known = {r.id for r in routes} | {r.name for r in routes}
         return order.bound(known, choose(order.then, routes))
     if isinstance(order, Ordering) and not isinstance(order, str):
-        return order
+        from .score import Scored
+
+        # The built-in ones keep their own locks; yours is called one call at a time.
+        return order if isinstance(order, Fastest | Scored | Serialized) else Serialized(order)
     if order == Order.FASTEST:
         return Fastest()
     if order == Order.SCORE:
@@ -112,7 +179,7 @@ def choose(order: Order | str | Ordering, routes: Sequence[Any]) -> Order | Orde
     except ValueError:
         made = make(order) if isinstance(order, str) else None
         if made is not None:
-            return made
+            return choose(made, routes)
         names = ", ".join([*(o.value for o in Order), *registered()])
         raise ConfigError(
             f"order={order!r} is not an ordering; use one of: {names} "

@@ -23,7 +23,9 @@ from .schema import MetricRow
 
 __all__ = ["Recorder", "row_of"]
 
-_OUTCOME = {"answered": "success", "rate_limited": "rate_limited", "timeout": "timeout"}
+_OUTCOME = {
+    "answered": "success", "rate_limited": "rate_limited", "timeout": "timeout", "closed": "closed",
+}
 
 
 def row_of(record: object, scope: str, models: Mapping[str, str], at: float) -> MetricRow | None:

@@ -50,8 +50,12 @@ def report_of(
                     costs[r.currency] += int(r.cost_micros)
             tally = Counter(r.outcome for r in these)
             journeys |= {r.journey_id for r in these if r.journey_id}
-            answered |= {r.journey_id for r in these if r.journey_id and r.outcome == "success"}
-            failures = tuple((o, n) for o, n in tally.most_common() if o != "success")
+            answered |= {
+                r.journey_id for r in these if r.journey_id and r.outcome in ("success", "closed")
+            }
+            failures = tuple(
+                (o, n) for o, n in tally.most_common() if o not in ("success", "closed")
+            )
             out.append(
                 RouteReport(
                     name, group, len(these), tally["success"], _percentile(ok, 0.5),

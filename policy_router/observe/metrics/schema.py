@@ -55,7 +55,7 @@ _COLUMNS = (
 )
 COLUMNS = tuple(c[0] for c in _COLUMNS)
 _DIALECT = {"sqlite": 1, "duckdb": 2, "postgres": 3}
-OUTCOMES = ("success", "error", "rate_limited", "timeout", "not_sent")
+OUTCOMES = ("success", "error", "rate_limited", "timeout", "not_sent", "closed")
 
 
 class MetricsSchemaError(PolicyRouterError):
@@ -68,7 +68,9 @@ class MetricsSchemaError(PolicyRouterError):
 class MetricRow:
     """One attempt as the metrics store keeps it. `latency` is seconds to the whole reply,
     or to a stream's first chunk; `duration` a stream's whole length; `outcome` one of
-    success, error, rate_limited, timeout, not_sent. No key, no prompt, no reply text."""
+    success, error, rate_limited, timeout, not_sent, closed (a stream its caller closed
+    before its end: in the raw table with its cost, out of the hourly sums that success
+    rates and speed are read from). No key, no prompt, no reply text."""
 
     recorded_at: float
     scope: str
@@ -132,8 +134,8 @@ def hourly(rows: Sequence[MetricRow]) -> list[tuple[object, ...]]:
     """A batch's attempts summed per partition and hour (not-sent ones are no attempt)."""
     sums: dict[tuple[object, ...], list[float]] = {}
     for r in rows:
-        if r.outcome == "not_sent":
-            continue
+        if r.outcome in ("not_sent", "closed"):
+            continue  # no attempt; or a stream closed early: no success, no failure, no speed
         key = (r.scope, r.route_id, r.model, r.endpoint, int(r.streaming), int(r.recorded_at // HOUR))
         got = sums.setdefault(key, [0, 0, 0, 0.0, 0, 0, 0])
         ok = r.outcome == "success"
