@@ -349,13 +349,17 @@ class Planner:
         endpoint, group, needs, call_kwargs = call.endpoint, call.group, call.needs, call.call_kwargs
         facts = self.facts(endpoint, group, call_kwargs)
         seconds, retry = call.seconds, call.retry
-        ordering, by_health = self._ordering(group, facts, endpoint, needs, take=True)
+        sifted = window.fitted(endpoint, call_kwargs, call.sifted)
+        # A request no route can serve sends nothing, and so takes no turn.
+        ordering, by_health = self._ordering(
+            group, facts, endpoint, needs, take=bool(sifted[0])
+        )
         order = self.order_of(group)
         return Plan(
             group,
             call.candidates,
             needs,
-            sifted=window.fitted(endpoint, call_kwargs, call.sifted),
+            sifted=sifted,
             clock=self._clock,
             ordering=ordering,
             by_health=by_health,
