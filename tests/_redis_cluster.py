@@ -136,6 +136,7 @@ class RedisClusterServer:
                 timeout=60,
             )
             self.wait_ok()
+            self.wait_replicated()
         except BaseException:
             self.stop()  # no node left running behind a cluster that never formed
             raise
@@ -153,6 +154,26 @@ class RedisClusterServer:
                 pass
             time.sleep(0.1)
         raise RuntimeError("the cluster did not become ok")
+
+    def wait_replicated(self, timeout: float = 60.0) -> None:
+        """Until every live replica's link to its master is up (its first sync done). A
+        replica that never synced cannot be elected (Redis 7 refuses: "disconnected from
+        master for longer than allowed"), and a cluster reports ok before its replicas
+        have synced: a Redis 7.0 replica's first PSYNC may fail and be tried a second later."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                links = [
+                    n.client().info("replication").get("master_link_status")
+                    for n in self.nodes
+                    if n.proc is not None and n.client().execute_command("ROLE")[0] == "slave"
+                ]
+                if links and all(link == "up" for link in links):
+                    return
+            except redis.RedisError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("the cluster's replicas never synced with their masters")
 
     def owner(self, key: str) -> Node:
         """The master that serves `key`'s slot now."""

@@ -713,7 +713,8 @@ def test_a_burst_across_four_processes_through_redis_gets_no_429(
             rate_burst, [(burst_url, fake.base_url, 30, 30, barrier, kwargs)] * 4
         )
     ended = sum(results, Counter())
-    sent = ended.pop("sent")
+    # A Counter sum drops a zero: on a machine busy enough, no call was sent in time.
+    sent = ended.pop("sent", 0)
     assert sum(ended.values()) == 120
     if wait:
         assert sent <= 60 and ended["answered"] <= sent
