@@ -9,7 +9,7 @@ from .config.changes import Changes, Reconfigured
 from .core.journey import Attempt, Explanation, Journey, Routed, Verdict, Waited
 from .drive.preflight import Verdict as PreflightVerdict
 from .drive.stream import AsyncRoutedStream, RoutedStream, StreamRestart
-from .drive.stream_watch import IncompleteResponseWarning
+from .drive.stream_watch import IncompleteResponseWarning, UncheckedStreamWarning
 from .ground.capability import Capability
 from .ground.clock import Clock, ManualClock, MonotonicClock
 from .ground.errors import (
@@ -47,7 +47,7 @@ from .policies.orderings import register_ordering, unregister_ordering
 from .policies.price_table import PriceTable
 from .policies.prices import Price
 from .policies.requirements import Requirements
-from .policies.retry import Retry
+from .policies.retry import Retry, RetryContext
 from .policies.score import RouteScore, Score
 from .router import Router
 from .state.memory import InMemoryStore
@@ -108,6 +108,7 @@ __all__ = [
     "RestClosed",
     "RestOpened",
     "Retry",
+    "RetryContext",
     "Route",
     "RouteScore",
     "Routed",
@@ -123,6 +124,7 @@ __all__ = [
     "StoreLost",
     "StoreUnavailableError",
     "StreamRestart",
+    "UncheckedStreamWarning",
     "Usage",
     "Verdict",
     "Waited",

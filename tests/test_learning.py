@@ -287,3 +287,57 @@ def test_an_unknown_score_key_in_a_file_is_named(fake: FakeProvider, tmp_path: P
     path.write_text(yaml.safe_dump({"score": {"sucess_weight": 2}, "groups": {"g": {"routes": [route]}}}))
     with pytest.raises(ConfigError, match=r"score: unknown key \['sucess_weight'\]"):
         Router.from_config(path)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "duckdb", "postgres"])
+def test_score_reads_the_history_of_the_scopes_it_names(
+    fake: FakeProvider, tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A staging router learns that route a fails; a production router reading only its
+    own scope knows nothing of it, one naming both scopes (or "all") ranks a last at once;
+    every router still writes under its own scope."""
+    if backend == "postgres":
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        dsn = server.database()
+        PostgresMetrics(dsn).create()
+
+        def store() -> Any:
+            return PostgresMetrics(dsn)
+    else:
+        from policy_router import DuckDBMetrics
+
+        path = tmp_path / f"shared.{backend}"
+
+        def store() -> Any:
+            return SQLiteMetrics(path) if backend == "sqlite" else DuckDBMetrics(path)
+
+    fake.script("a", *[Fail(503)] * 10)
+    staging = Router(_routes(fake), metrics=store(), order=Order.SCORE, metrics_scope="svc:staging")
+    for _ in range(4):
+        _first(staging)
+    staging.close()
+
+    def production(scopes: Any) -> Router:
+        return Router(
+            _routes(fake), metrics=store(), order=Order.SCORE, metrics_scope="svc:production",
+            score=Score(scopes=scopes),
+        )
+
+    alone = production(None)
+    assert _first(alone) == "openai/a"  # its own scope holds nothing yet
+    alone.close()
+    for scopes in (["svc:staging", "svc:production"], "all"):
+        together = production(scopes)
+        assert _first(together) == "openai/b", scopes
+        together.close()
+    reader = store()
+    assert {r.scope for r in reader.read()} == {"svc:staging", "svc:production"}
+    # alone: a failed, b answered; each router reading both: b at once. All under its own.
+    assert len(reader.read(scope="svc:production")) == 4
+    reader.close()
+
+
+@pytest.mark.parametrize("given", [[], "", ["ok", ""], 3, [3]])
+def test_score_scopes_refuses_what_names_no_scope(given: Any) -> None:
+    with pytest.raises(ConfigError, match=r"Score\.scopes"):
+        Score(scopes=given)

@@ -55,6 +55,10 @@ class MetricsSpec(BaseModel):
     duckdb: str | None = None
     postgres: str | None = None
     timeout: float = 2.0
+    pool_mode: str = "direct"
+    """PostgreSQL only: "direct", "session_pooler" or "transaction_pooler"."""
+    allow_unencrypted: bool = False
+    """PostgreSQL only: accept a mode that allows plaintext to another machine."""
 
     @model_validator(mode="after")
     def _one(self) -> MetricsSpec:
@@ -100,7 +104,12 @@ def learning_policies(
         else:
             dsn = secret(metrics.postgres, "metrics.postgres")
             if dsn is not None:
-                out["metrics"] = PostgresMetrics(dsn, timeout=metrics.timeout)
+                out["metrics"] = PostgresMetrics(
+                    dsn,
+                    timeout=metrics.timeout,
+                    pool_mode=metrics.pool_mode,
+                    allow_unencrypted=metrics.allow_unencrypted,
+                )
     except ConfigError as error:
         raise ConfigError(f"{source}: metrics: {error}") from None
     return out

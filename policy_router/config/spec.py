@@ -48,6 +48,8 @@ class RetrySpec(_Strict):
     jitter: bool = True
     on: list[str] | None = None
     """The faults retried (`[server_error, timeout, ...]`); absent: all but timeouts."""
+    routes: Literal["all", "first"] = "all"
+    """`first`: only the first route the request was sent to is retried."""
 
     def made(self) -> Retry:
         given = self.model_dump(exclude_none=True)

@@ -15,15 +15,15 @@ from dataclasses import replace
 from ..ground.money import Usage
 from ..ground.outcome import Fault, FaultKind
 from ..state.store import Steps
+from .following import Following
 from .gate import Send
-from .outcomes import Outcomes
 
 __all__ = ["Endings"]
 
 _CANCELLED = Fault(FaultKind.TIMEOUT, None, "the caller cancelled the request")
 
 
-class Endings(Outcomes):
+class Endings(Following):
     """The ending steps of a `Plan` (see the module docstring)."""
 
     def abandoned(

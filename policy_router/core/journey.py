@@ -74,6 +74,10 @@ class Attempt:
     """The endpoint called: "chat", "responses", "embedding" or "completion"."""
     duration: float | None = field(default=None, compare=False)
     """A stream's whole length, first chunk to end (None for a regular call)."""
+    exception: BaseException | None = field(default=None, compare=False, repr=False)
+    """The exception this attempt failed with (a LiteLLM exception of its own class, its
+    status and message), scrubbed of every secret the request knows of; None for an
+    answer, or a failure the router itself ended (the deadline, a cancel)."""
 
     @property
     def ok(self) -> bool:

@@ -3,7 +3,7 @@
 The drivers tell the plan how an attempt ended (answered, failed with a classified `Fault`,
 abandoned at the deadline, cancelled, a stream that failed after its first chunk); these
 methods settle or release what the gate held, tell the breaker, record the attempt, and
-decide what comes next: a retry, the next route, or a stop (DESIGN §2's table).
+ask `core.following` what comes next: a retry, the next route, or a stop.
 
 `Outcomes` is the part of `Plan` that does this; it holds no state of its own.
 """
@@ -61,6 +61,7 @@ class Outcomes:
     _answered: Candidate | None
     _stop: Fault | None
     _last_fault: Fault | None
+    _misuse: BaseException | None
     scrubber: Scrubber
     _latencies: Latencies | None
 
@@ -161,8 +162,11 @@ class Outcomes:
                 self._emit(step)
                 break
 
-    def failed(self, send: Send, fault: Fault) -> Steps[None]:
-        """The route failed with `fault` before answering: release, and decide what next.
+    def failed(
+        self, send: Send, fault: Fault, error: BaseException | None = None
+    ) -> Steps[None]:
+        """The route failed with `fault` (raised as `error`, kept scrubbed on the attempt)
+        before answering: release, and decide what next.
 
         A fault that never left this process (`fault.sent` is False) is no attempt: it is
         recorded as "not sent", the breaker is not told, and the request stops when the
@@ -205,7 +209,7 @@ class Outcomes:
         then = self._after(send, fault)
 
         def record(rested: float) -> None:
-            self._record(replace(self._failure(send, fault, then, cost), rested=rested))
+            self._record(replace(self._failure(send, fault, then, cost, error), rested=rested))
 
         yield from self._fault_seen(send, fault, record)
 
@@ -226,57 +230,17 @@ class Outcomes:
         self._last_fault = fault
 
     def _after(self, send: Send, fault: Fault) -> str:
-        """What follows a failure: a retry, the next route, or a stop; queues a retry."""
-        if fault.kind is FaultKind.TOO_LONG:
-            return self._larger_windows(send, fault)
-        if not fault.kind.falls_through:
-            self._stop = fault
-            if fault.kind.about == "request":
-                return "stopped: another model would fail alike"
-            return "stopped: a refusal is not shopped around"
-        if self.deadline is not None and self.deadline.passed():
-            self.expired = True
-            return "deadline passed"
-        policy = self._retry(send.route) if self._retry is not None else None
-        if fault.kind is FaultKind.RATE_LIMITED and any(c.id != send.candidate.id for c, _, _ in self._queue):
-            # The provider said "not now": another route is asked before this one again.
-            policy = None
-        wait = policy.wait(fault, send.number, self._rng) if policy is not None else None
-        if wait is not None:
-            if self.deadline is not None and wait >= self.deadline.left():
-                return f"retry not taken: waiting {wait:.2f} s would pass the deadline"
-            self._queue.appendleft((send.candidate, wait, send.number + 1))
-            return f"retry in {wait:.2f} s"
-        return "next route" if self._queue else "no route left"
-
-    def _larger_windows(self, send: Send, fault: Fault) -> str:
-        """A prompt too long for the route's window moves on only to routes whose window is
-        larger, or unknown: never to one known to be no larger, never to the same route
-        again; with none left it stops with the provider's error."""
-        too_small = send.candidate.window
-        kept: deque[tuple[Candidate, float, int]] = deque()
-        for entry in self._queue:
-            candidate = entry[0]
-            if candidate.id == send.candidate.id:
-                continue
-            if too_small is not None and candidate.window is not None and candidate.window <= too_small:
-                self._record(Skip(
-                    candidate.name,
-                    Check.CONTEXT_WINDOW,
-                    f"window {candidate.window:,} is no larger than {send.route.name}'s "
-                    f"{too_small:,}, which found the prompt too long",
-                    {"window": candidate.window, "refused_by": too_small},
-                ))
-                continue
-            kept.append(entry)
-        self._queue = kept
-        if not kept:
-            self._stop = fault
-            return "stopped: no route with a larger context window"
-        return "next route with a larger context window"
+        """What follows a failure (`core.following`): a retry, the next route, or a stop."""
+        raise NotImplementedError
 
     def failed_after_answer(
-        self, send: Send, fault: Fault, usage: Usage | None = None, *, restart: bool = False
+        self,
+        send: Send,
+        fault: Fault,
+        usage: Usage | None = None,
+        *,
+        restart: bool = False,
+        error: BaseException | None = None,
     ) -> Steps[bool]:
         """A stream that had started failed later: recorded, and the answer is void.
 
@@ -300,19 +264,28 @@ class Outcomes:
             self._stop = fault
         then = "restarted from scratch on the next route" if restarting else "raised in the stream"
         failed = replace(
-            self._failure(send, fault, then, cost), usage=usage, streamed=True, rested=rested
+            self._failure(send, fault, then, cost, error), usage=usage, streamed=True,
+            rested=rested,
         )
         self._emit(failed)
         if not self._replace_answer(send, lambda _: failed):
             self._steps.append(failed)
         return restarting
 
-    def _failure(self, send: Send, fault: Fault, then: str, cost: Money | None = None) -> Attempt:
+    def _failure(
+        self,
+        send: Send,
+        fault: Fault,
+        then: str,
+        cost: Money | None = None,
+        error: BaseException | None = None,
+    ) -> Attempt:
+        message = self._redact(send, fault.message)  # learns what the attempt carried
         return Attempt(
             send.route.name,
             fault.kind.value,
             status=fault.status,
-            error=self._redact(send, fault.message),
+            error=message,
             elapsed=self._since(send),
             wait=send.wait,
             then=then,
@@ -321,6 +294,7 @@ class Outcomes:
             journey_id=self.id,
             route_id=send.route.id,
             endpoint=self.operation,
+            exception=None if error is None else self.scrubber.scrub(error),
         )
 
     def _replace_answer(self, send: Send, change: Callable[[Attempt], Attempt]) -> bool:

@@ -168,6 +168,7 @@ class Plan(Endings, Capacity):
         self._answered: Candidate | None = None
         self._stop: Fault | None = None
         self._last_fault: Fault | None = None
+        self._misuse: BaseException | None = None
         self.expired = False
         self._adopted: Send | None = None
         self._hedge = hedge
@@ -370,6 +371,10 @@ class Plan(Endings, Capacity):
     def error(self, last: BaseException | None) -> BaseException:
         """The exception to raise when the request ends unanswered (see `unanswered`),
         scrubbed of every secret the request knows of, its chain included."""
+        if self._misuse is not None:  # the caller's own retry decision broke its contract
+            self._misuse.journey = self.journey  # type: ignore[attr-defined]
+            self._misuse.__cause__ = last
+            return self.scrub(self._misuse)
         return self.scrub(unanswered(
             self.journey,
             last,

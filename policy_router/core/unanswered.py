@@ -57,9 +57,12 @@ def unanswered(
         return not_sent
     if timed_out and deadline is not None:
         elapsed = deadline.elapsed()
+        passed = (
+            f"passed after {elapsed:.2f} s" if deadline.passed()
+            else f"left too little time to wait for a retry after {elapsed:.2f} s"
+        )
         error = DeadlineExceededError(
-            f"the deadline of {deadline.seconds:g} s passed after {elapsed:.2f} s "
-            f"with no answer. {journey}",
+            f"the deadline of {deadline.seconds:g} s {passed} with no answer. {journey}",
             elapsed=elapsed,
             journey=journey,
         )

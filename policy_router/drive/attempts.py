@@ -57,5 +57,5 @@ def failed(plan: Plan, send: Send, exc: Exception) -> Steps[bool]:
     if fault is None:
         plan.scrub(exc)  # in place: the driver re-raises the same exception, scrubbed
         return False
-    yield from plan.failed(send, fault)
+    yield from plan.failed(send, fault, exc.error if isinstance(exc, Cut) else exc)
     return True

@@ -14,8 +14,9 @@ from ..ground.route import Route
 from . import raised, transport
 from .loops import adrive, drive
 from .stream import StreamRestart, astream, stream
+from .stream_watch import IncompleteResponseWarning, warn_caller
 
-__all__ = ["Sent", "acall", "answer_of", "call", "finish", "stamped"]
+__all__ = ["Sent", "acall", "answer_of", "call", "finish", "served", "stamped"]
 
 OnRestart = Callable[[StreamRestart], None] | None
 
@@ -54,7 +55,7 @@ def call(
         return answer_of(spec, send, transport.send(spec.function, kwargs, plan, send))
 
     response, send = drive(plan, open_, usage=spec.usage)
-    return finish(response, send, plan)
+    return finish(response, send, plan, spec)
 
 
 async def acall(
@@ -75,7 +76,7 @@ async def acall(
         return answer_of(spec, send, await transport.asend(spec.afunction, kwargs, plan, send))
 
     response, send = await adrive(plan, open_, usage=spec.usage)
-    return finish(response, send, plan)
+    return finish(response, send, plan, spec)
 
 
 def answer_of(spec: Endpoint, send: Send, response: Any) -> Any:
@@ -86,9 +87,18 @@ def answer_of(spec: Endpoint, send: Send, response: Any) -> Any:
     return response
 
 
-def finish(response: Any, send: Send, plan: Plan) -> Routed[Any]:
+def finish(response: Any, send: Send, plan: Plan, spec: Endpoint) -> Routed[Any]:
     """The answer with the journey in its `_hidden_params`, where LiteLLM keeps its own."""
+    served(spec, response, send.route)
     return stamped(response, send.route, plan.journey)
+
+
+def served(spec: Endpoint, response: Any, route: Route) -> None:
+    """Warn the caller, once, of an answer served incomplete (`Endpoint.incomplete`)."""
+    if spec.incomplete is not None:
+        why = spec.incomplete(response)
+        if why:
+            warn_caller(IncompleteResponseWarning(f"policy_router: {route.name}: {why}"))
 
 
 def stamped(

@@ -263,6 +263,8 @@ class Lane:
         attempt = answered(candidate, self.group, id, endpoint.name, elapsed, usage, model)
         self.emit(attempt)
         journey = journey_of(self.group, self.needs, (attempt,), candidate.name, elapsed, id)
+        if endpoint.incomplete is not None:
+            calls.served(endpoint, result, candidate.route)
         if type(hidden) is not dict:  # a text completion's HiddenParams model, or none
             return calls.stamped(result, candidate.route, journey, hidden)
         hidden["policy_router"] = journey

@@ -57,8 +57,9 @@ def classify(exc: BaseException, wire: Wire | None = None) -> Fault | None:
     if guarded is not None:  # the floor's guard refused the connection: nothing was sent
         return Fault(FaultKind.ACCESS, None, str(guarded), sent=False)
     if isinstance(exc, ResponseFailedError):
-        # The provider answered 200 and then said, in the stream, that the answer failed.
-        return Fault(FaultKind.STREAM_CUT, exc.status_code, str(exc), billed=True)
+        # The provider answered 200 and then said, in the stream, that the answer failed:
+        # its code says whether about itself (the next route is asked) or about the request.
+        return Fault(_failed_kind(exc.code), exc.status_code, str(exc), billed=True)
     if isinstance(exc, PolicyRouterError) or not isinstance(
         exc, openai.APIError | litellm.exceptions.APIError | litellm.exceptions.APIConnectionError
     ):
@@ -78,6 +79,31 @@ def classify(exc: BaseException, wire: Wire | None = None) -> Fault | None:
     ):
         return _not_sent(exc, fault)
     return _with_billing(exc, fault)
+
+
+# The codes a Responses `response.failed`/`error` event gives (OpenAI's `ResponseError`
+# codes): these are about the request, and another model would fail alike. An unknown code
+# is taken as the provider's fault, as an unknown 5xx is: the next route is asked.
+_REQUEST_CODES = frozenset({
+    "invalid_prompt", "invalid_request_error", "invalid_image", "invalid_image_format",
+    "invalid_base64_image", "invalid_image_url", "image_too_large", "image_too_small",
+    "image_parse_error", "invalid_image_mode", "image_file_too_large",
+    "unsupported_image_media_type", "empty_image_file", "failed_to_download_image",
+    "image_file_not_found",
+})
+_REFUSAL_CODES = frozenset({"image_content_policy_violation", "content_policy_violation"})
+
+
+def _failed_kind(code: str | None) -> FaultKind:
+    if code in _REFUSAL_CODES:
+        return FaultKind.REFUSED
+    if code in _REQUEST_CODES:
+        return FaultKind.BAD_REQUEST
+    if code == "context_length_exceeded":
+        return FaultKind.TOO_LONG
+    if code == "rate_limit_exceeded":
+        return FaultKind.RATE_LIMITED
+    return FaultKind.STREAM_CUT
 
 
 def _classified(exc: BaseException) -> Fault:

@@ -18,6 +18,7 @@ from ..ground import catalog
 from ..ground.errors import StoreUnavailableError
 from ..ground.outcome import Fault, FaultKind
 from ..ground.route import Route
+from ..policies.breaker import PREFLIGHT
 from ..policies.budget import Budget
 from ..state.store import Store, perform
 from . import credentials
@@ -78,7 +79,7 @@ def rest_denied(
     """The verdicts by route name; with a breaker, a route a *live* check denied rests."""
     for route, verdict in zip(routes, verdicts, strict=True):
         if verdict.state == "denied" and verdict.live and health is not None:
-            fault = Fault(FaultKind.ACCESS, None, route.redact(verdict.why))
+            fault = Fault(FaultKind.ACCESS, None, PREFLIGHT + route.redact(verdict.why))
             perform(store, health.failed(route.id, fault, now, label=route.name))
     return {r.name: v for r, v in zip(routes, verdicts, strict=True)}
 

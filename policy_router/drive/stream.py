@@ -73,6 +73,15 @@ class _Routed:
         return "".join(self._watch.parts)
 
     @property
+    def usage(self) -> Any:
+        """The usage the provider reported for the answer streamed (LiteLLM's `Usage`, or
+        a Responses answer's usage), once the chunk carrying it was read: with
+        `stream_options={"include_usage": True}`, after the stream's end. None until
+        then, and when the provider reported none (LiteLLM's own estimate is no usage)."""
+        watch = self._watch
+        return watch.usage_object if watch.reported is not None else None
+
+    @property
     def _hidden_params(self) -> dict[str, Any]:
         return self._watch.hidden_params
 

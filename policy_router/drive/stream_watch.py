@@ -7,9 +7,11 @@ stream is written once whichever loop reads it.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from loguru import logger
@@ -23,12 +25,41 @@ from ..policies import continuity
 from ..state.store import Steps
 from . import failures, raised, stream_events
 
-__all__ = ["IncompleteResponseWarning", "Opened", "StreamRestart", "Watch"]
+__all__ = [
+    "IncompleteResponseWarning",
+    "Opened",
+    "StreamRestart",
+    "UncheckedStreamWarning",
+    "Watch",
+    "warn_caller",
+]
 
 
 class IncompleteResponseWarning(UserWarning):
-    """A streamed answer ended, but incomplete (a Responses stream's `response.incomplete`:
-    `max_output_tokens` reached, or a content filter): told once per answer."""
+    """An answer ended, but incomplete (a Responses answer whose status is `incomplete`,
+    streamed or not: `max_output_tokens` reached, or a content filter, its reason named):
+    told once per answer. The answer is still returned; nothing is retried."""
+
+
+class UncheckedStreamWarning(UserWarning):
+    """A stream whose cut cannot be told from its clean end here was routed (a text
+    completion's: LiteLLM's wrapper ends a cut one with `finish_reason="stop"`): told once
+    per process, at the first such stream. Its text may be incomplete with nothing raised."""
+
+
+_UNCHECKED_TOLD: set[str] = set()
+
+
+def warn_caller(warning: Warning) -> None:
+    """Warn at the caller's own line: the first frame outside this package."""
+    # stacklevel 1 is this function; 2 its caller, the first frame looked at.
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    warnings.warn(warning, stacklevel=level)
+
+
+_PACKAGE = str(Path(__file__).resolve().parent.parent)
 
 
 # What a stream's opener hands back: the source, its iterator, the first chunk, and
@@ -75,6 +106,10 @@ class Watch:
         self.chunks = 0
         self.warned = False
         self.answer_id = ""
+        self.usage_object: Any = None
+        if shape.unchecked_end and shape.unchecked_end not in _UNCHECKED_TOLD:
+            _UNCHECKED_TOLD.add(shape.unchecked_end)
+            warn_caller(UncheckedStreamWarning(f"policy_router: {shape.unchecked_end}"))
         self.passes(first)
 
     def passes(self, chunk: Any) -> bool:
@@ -83,6 +118,11 @@ class Watch:
         piece = self.shape.read(chunk)
         if piece.usage is not None:
             self.usage = piece.usage
+            # The provider's own usage object, as LiteLLM's final chunk (or a Responses
+            # stream's final event) carries it: what `stream.usage` shows.
+            self.usage_object = getattr(chunk, "usage", None) or getattr(
+                getattr(chunk, "response", None), "usage", None
+            )
         if piece.text:
             self.parts.append(piece.text)
         if piece.finish:
@@ -91,9 +131,8 @@ class Watch:
             self.answer_id = piece.answer_id
         if piece.warning and not self.warned:
             self.warned = True  # once per answer, however many events repeat it
-            warnings.warn(
-                IncompleteResponseWarning(f"policy_router: {self.send.route.name}: {piece.warning}"),
-                stacklevel=3,
+            warn_caller(
+                IncompleteResponseWarning(f"policy_router: {self.send.route.name}: {piece.warning}")
             )
         return not (self.strip_usage and piece.usage is not None and not piece.carries)
 
@@ -149,10 +188,15 @@ class Watch:
             yield from self.plan.finished(self.send, self.reported, closed=True)
             self.plan.ended(exc)
             return self.plan.scrub(exc)
-        if fault.kind is not FaultKind.STREAM_CUT:
+        if fault.kind is not FaultKind.STREAM_CUT and fault.kind.falls_through:
+            # A failure after the answer began is the stream's cut, whatever its status;
+            # one the provider says is about the request (a Responses `response.failed`
+            # with `invalid_prompt`) stays so, and stops the request.
             fault = type(fault)(FaultKind.STREAM_CUT, fault.status, fault.message)
         if (
-            yield from self.plan.failed_after_answer(self.send, fault, self.reported, restart=restart)
+            yield from self.plan.failed_after_answer(
+                self.send, fault, self.reported, restart=restart, error=exc
+            )
         ):
             return None
         journey = self.plan.journey

@@ -48,6 +48,9 @@ class StreamShape:
     failure_events: bool = False
     """Whether the stream's events may say it failed (`response.failed`, `error`): the
     router then keeps such an event for the error it raises."""
+    unchecked_end: str = ""
+    """Why a cut stream cannot be told from a clean end here ("" when it can): the caller
+    is warned once per process, at the first such stream."""
 
 
 
@@ -82,3 +85,6 @@ class Endpoint:
     empty: Callable[[Any], bool] | None = None
     """Whether a whole answer says nothing (a 200 with `choices: []`): a provider's fault,
     not an answer. None when the endpoint has no such answer to tell."""
+    incomplete: Callable[[Any], str] | None = None
+    """Why a whole answer is served incomplete ("" when it is not): the caller is warned
+    once, and it is still the answer. None when the endpoint has no such answer."""

@@ -66,7 +66,17 @@ COMPLETION = Endpoint(
     check=_check,
     requirements=_requirements,
     usage=usage_of,
-    stream=StreamShape(_read, lambda _chunk: False, ask_usage=True),
+    stream=StreamShape(
+        _read,
+        lambda _chunk: False,
+        ask_usage=True,
+        unchecked_end=(
+            "a text-completion stream cut short cannot be told from a clean end (LiteLLM's "
+            "text-completion stream wrapper ends a cut stream with finish_reason 'stop' and "
+            "an estimated usage): its text may be incomplete with nothing raised; use "
+            "router.completion (chat) where a cut must be caught"
+        ),
+    ),
     batch="prompt",
     empty=no_choices,
 )

@@ -43,18 +43,26 @@ def _read(event: Any) -> Piece:
         return Piece(answer_id=made if isinstance(made, str) else "")
     if kind in _ENDS:
         response = getattr(event, "response", None)
-        warning = ""
-        if kind == "response.incomplete":
-            details = getattr(response, "incomplete_details", None)
-            reason = getattr(details, "reason", None) or (
-                details.get("reason") if isinstance(details, Mapping) else None
-            )
-            warning = (
-                f"the response ended incomplete ({reason or 'no reason given'}): its text "
-                "is what the model wrote before it stopped"
-            )
+        warning = _why_incomplete(response) if kind == "response.incomplete" else ""
         return Piece("", _ENDS[kind], usage(response), warning=warning)
     return Piece()
+
+
+def _why_incomplete(response: Any) -> str:
+    details = getattr(response, "incomplete_details", None)
+    reason = getattr(details, "reason", None) or (
+        details.get("reason") if isinstance(details, Mapping) else None
+    )
+    return (
+        f"the response ended incomplete ({reason or 'no reason given'}): its text "
+        "is what the model wrote before it stopped"
+    )
+
+
+def incomplete(response: Any) -> str:
+    """Why a whole (non-streamed) Responses answer is incomplete, its
+    `incomplete_details.reason` named; "" when its status is not "incomplete"."""
+    return _why_incomplete(response) if getattr(response, "status", None) == "incomplete" else ""
 
 
 def _parts(value: Any) -> list[Any]:
@@ -101,4 +109,5 @@ RESPONSES = Endpoint(
     requirements=_requirements,
     usage=usage,
     stream=StreamShape(_read, lambda _event: False, ask_usage=False, failure_events=True),
+    incomplete=incomplete,
 )

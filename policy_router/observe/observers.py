@@ -20,7 +20,7 @@ from loguru import logger
 
 from ..core.journey import Attempt, Waited
 from ..ground.records import Skip
-from ..policies.breaker import RestClosed, RestOpened
+from ..policies.breaker import RestClosed, RestOpened, denied_at_preflight
 from ..state.store import StoreBack, StoreLost
 
 __all__ = [
@@ -63,7 +63,11 @@ class LogObserver:
                 return
             log.debug("policy_router: [{}] {}", record.journey_id, record)
         elif isinstance(record, RestOpened):
-            if record.first:
+            if record.first and denied_at_preflight(record.error):
+                log.warning(
+                    "policy_router: {} rests {:.0f} s: {}", record.route, record.rest, record.error
+                )
+            elif record.first:
                 log.warning(
                     "policy_router: {} rests {:.0f} s after {} failures: {}",
                     record.route,

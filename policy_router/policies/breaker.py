@@ -32,7 +32,25 @@ from ..ground.records import Check, Skip
 from ..state.store import FRESH, Health, Steps, Store, StoreCall
 from .order import Order
 
-__all__ = ["Breaker", "HealthBook", "RestClosed", "RestOpened", "breaker_of", "counting_for"]
+__all__ = [
+    "PREFLIGHT",
+    "Breaker",
+    "HealthBook",
+    "RestClosed",
+    "RestOpened",
+    "breaker_of",
+    "counting_for",
+    "denied_at_preflight",
+]
+
+PREFLIGHT = "denied at preflight: "
+"""How the last error of a route a live preflight denied begins (`router.preflight(live=
+True)`): the record says why it rests, which no request's failure caused."""
+
+
+def denied_at_preflight(last_error: str) -> bool:
+    """Whether a health record's `last_error` is a live preflight's denial."""
+    return last_error.startswith(PREFLIGHT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +110,9 @@ class Breaker:
         if h.state == "half_open" and h.probing:
             return h, f"half-open: another request is probing it (after {h.failures} failures)"
         if now < h.rest_until:
+            if denied_at_preflight(h.last_error):
+                why = h.last_error[len(PREFLIGHT):]
+                return h, f"resting {h.rest_until - now:.1f} s more: denied at preflight ({why})"
             if h.failures == 0:  # rested by a 429 alone: a rate limit, not a failure
                 return h, f"resting {h.rest_until - now:.1f} s more: the provider rate-limited it"
             return h, (

@@ -7,24 +7,47 @@ is more often slow than unlucky, and the next route may answer at once, so a tim
 attempt moves on. A 429 is retried only when no other route is left to ask (the provider
 said "not now"), after its Retry-After when that is no longer than `max_backoff`; a longer
 one moves on too. `attempts` is the *total*: `Retry(attempts=2)` sends at most two
-requests to a route. A wait that would pass the deadline is not taken.
+requests to a route. A wait that would pass the deadline is not taken: the next route is
+asked, or, with none left, the call ends with the deadline's error.
+
+`Retry(routes="first")` gives the retries only to the first route the request was sent to
+(the ordering's best, when it could be asked); the others get their one request each.
+`Retry(decide=fn)` replaces `on` with your own decision, called with a `RetryContext` for
+each fault about the provider: it must return exactly `True` or `False`. No decision can
+retry what is never retried (a bad request, a refusal, a wrong key), pass `attempts`, or
+retry a route the breaker has just rested.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..ground.errors import ConfigError
 from ..ground.outcome import Fault, FaultKind
 
-__all__ = ["RETRIED", "Retry"]
+__all__ = ["RETRIED", "Retry", "RetryContext"]
 
 PROVIDER_FAULTS = frozenset(k for k in FaultKind if k.about == "provider")
 RETRIED = PROVIDER_FAULTS - {FaultKind.TIMEOUT}
 """What a `Retry` retries unless told otherwise: every fault about the provider but a
 timeout."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryContext:
+    """What a custom retry decision (`Retry(decide=...)`) is told about one failed attempt:
+    the route's name, how many requests it has had for this request (`attempt`, from 1),
+    the fault's kind ("server_error", "timeout", ...), its HTTP status, the provider's text
+    with every secret redacted, and the Retry-After it sent (seconds, or None)."""
+
+    route: str
+    attempt: int
+    kind: str
+    status: int | None
+    error: str
+    retry_after: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +67,10 @@ class Retry:
     max_backoff: float = 8.0
     jitter: bool = True
     on: frozenset[FaultKind] = field(default=RETRIED)
+    routes: str = "all"
+    """"all": every route may be retried; "first": only the first route sent to."""
+    decide: Callable[[RetryContext], bool] | None = None
+    """Your own decision in place of `on` (see the module docstring)."""
 
     def __post_init__(self) -> None:
         if (
@@ -70,16 +97,51 @@ class Retry:
                 f"provider are ({', '.join(sorted(k.value for k in PROVIDER_FAULTS))})"
             )
         object.__setattr__(self, "on", kinds)
+        if self.routes not in ("all", "first"):
+            raise ConfigError(f'Retry routes must be "all" or "first", got {self.routes!r}')
+        if self.decide is not None and not callable(self.decide):
+            raise ConfigError(
+                f"Retry decide must be a callable taking a RetryContext, got {self.decide!r}"
+            )
 
-    def wait(self, fault: Fault, sent: int, rng: random.Random) -> float | None:
-        """Seconds to wait before request number `sent + 1`, or None when not to retry."""
-        if sent >= self.attempts or fault.kind not in self.on:
+    def wait(
+        self,
+        fault: Fault,
+        sent: int,
+        rng: random.Random,
+        *,
+        route: str = "",
+        first: bool = True,
+        error: str = "",
+    ) -> float | None:
+        """Seconds to wait before request number `sent + 1` to `route`, or None when not to
+        retry. `first` says whether `route` is the first the request was sent to; `error`
+        is the fault's text, redacted, for a custom decision."""
+        if sent >= self.attempts or (self.routes == "first" and not first):
+            return None
+        if self.decide is None:
+            if fault.kind not in self.on:
+                return None
+        elif fault.kind not in PROVIDER_FAULTS or not self._decided(
+            RetryContext(route, sent, fault.kind.value, fault.status, error, fault.retry_after)
+        ):
             return None
         if fault.retry_after is not None:
             # Honoured when it is a wait worth making here; a longer one moves on.
             return fault.retry_after if fault.retry_after <= self.max_backoff else None
         wait = min(self.backoff * 2 ** (sent - 1), self.max_backoff)
         return rng.uniform(wait / 2, wait) if self.jitter else wait
+
+
+    def _decided(self, context: RetryContext) -> bool:
+        assert self.decide is not None
+        verdict = self.decide(context)
+        if type(verdict) is not bool:
+            raise ConfigError(
+                f"Retry decide={self.decide!r} returned {verdict!r}: it must return exactly "
+                "True (retry) or False (move on)"
+            )
+        return verdict
 
 
 def _iter(on: Iterable[FaultKind | str] | FaultKind | str) -> Iterable[FaultKind | str]:

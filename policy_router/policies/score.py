@@ -42,7 +42,13 @@ class Score:
     history count equally (14 days by default); a `half_life` in seconds replaces it: an
     attempt that old counts half, and history older than six half-lives is not read. Both
     are at least an hour: history is kept summed per hour, and the hour in progress counts
-    in full."""
+    in full.
+
+    `scopes` says whose history is read: None (the default) the router's own
+    (`metrics_scope=`, its name by default); a list of scope names, their history summed
+    (a staging and a production router learning together, each naming both; the router's
+    own is read only when listed); `"all"` every scope in the store. Writes always go
+    under the router's own scope. A store of your own reads `HistoryQuery.scopes`."""
 
     success_weight: float = 1.0
     speed_weight: float = 1.0
@@ -53,8 +59,18 @@ class Score:
     pretend_attempts: float = 5.0
     lookback: float = 14 * 24 * 3600.0
     half_life: float | None = None
+    scopes: tuple[str, ...] | str | None = None
 
     def __post_init__(self) -> None:
+        if self.scopes is not None and self.scopes != "all":
+            given = self.scopes
+            names = (given,) if isinstance(given, str) else tuple(given) if isinstance(given, list | tuple) else None
+            if not names or not all(isinstance(n, str) and n.strip() for n in names):
+                raise ConfigError(
+                    f'Score.scopes must be None (the router\'s own), "all", or a non-empty list '
+                    f"of scope names, got {given!r}"
+                )
+            object.__setattr__(self, "scopes", tuple(dict.fromkeys(n.strip() for n in names)))
         for name in ("success_weight", "speed_weight", "cost_weight"):
             _number(self, name, low=0.0)
         if self.success_weight + self.speed_weight + self.cost_weight <= 0:
@@ -72,6 +88,12 @@ class Score:
     def window(self) -> float:
         """The seconds of history one ranking reads."""
         return self.lookback if self.half_life is None else 6 * self.half_life
+
+
+def _scopes(scopes: tuple[str, ...] | str | None) -> tuple[str, ...] | None:
+    if scopes is None:
+        return None
+    return () if scopes == "all" else tuple(scopes)
 
 
 def _number(score: Score, name: str, *, low: float, high: float | None = None, strict: bool = False) -> None:
@@ -178,6 +200,9 @@ class HistoryQuery:
     streaming: bool
     window: float
     half_life: float | None
+    scopes: tuple[str, ...] | None = None
+    """The scopes whose history is summed, or None for the one `aggregate` is given; an
+    empty tuple means every scope."""
 
 
 Reader = Callable[[HistoryQuery], Mapping[str, Evidence]]
@@ -215,6 +240,7 @@ class Scored:
             context.streaming,
             self.score.window,
             self.score.half_life,
+            _scopes(self.score.scopes),
         )
         found = self._read(query)
         missing = [c.id for c in candidates if c.id not in found]

@@ -5,7 +5,9 @@ extra: psycopg 3 and its connection pool)."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import math
+import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -141,32 +143,79 @@ class DuckDBMetrics(SQLMetrics):
 
 class PostgresMetrics(SQLMetrics):
     """Metrics in PostgreSQL, so many machines learn together. `dsn` is libpq's
-    (`postgresql://user@host:5432/db?sslmode=verify-full`): TLS is what it says. A pool of
-    `min_size`..`max_size` connections; each statement has `timeout` seconds (connecting
-    too), so a database that does not answer costs a ranking that long, then the listed
-    order. The schema is never created here: run `policy-router metrics create DSN` once.
-    Needs the `postgres` extra."""
+    (`postgresql://user@host:5432/db?sslmode=verify-full`). A pool of `min_size`..`max_size`
+    connections; each statement has `timeout` seconds (connecting too), so a database that
+    does not answer costs a ranking that long, then the listed order. The schema is never
+    created here: run `policy-router metrics create DSN` once. Needs the `postgres` extra.
+
+    Encryption: to a host other than this machine (a Unix socket, `localhost` and loopback
+    addresses are this machine), a DSN that names no `sslmode` (nor `PGSSLMODE`) is given
+    `sslmode=require`, never libpq's `prefer`, which falls back to plaintext in silence; a
+    mode that allows plaintext there (`disable`, `allow`, `prefer`) is refused unless
+    `allow_unencrypted=True`. `require` encrypts without checking whom: use `verify-full`
+    with `sslrootcert` against an impersonated server. An explicit mode is never downgraded.
+
+    `pool_mode` says what is at the other end: `"direct"` (the server itself), or a pooler
+    (PgBouncer, Supabase's): `"session_pooler"` or `"transaction_pooler"`. Through a pooler
+    the startup `options` are ignored, so the statement timeout is set with `SET` on each
+    connection (a session pooler) or `SET LOCAL` in each transaction (a transaction pooler,
+    which also hands server connections between clients, so server-side prepared
+    statements are off). It is never guessed from the port.
+    """
 
     dialect = "postgres"
     creates_when_empty = False
 
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 4, timeout: float = 2.0) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 2.0,
+        pool_mode: str = "direct",
+        allow_unencrypted: bool = False,
+    ) -> None:
         try:
             import psycopg_pool
         except ImportError:
             raise ConfigError("PostgresMetrics needs psycopg: pip install 'policy-router[postgres]'") from None
         if not isinstance(dsn, str) or not dsn.strip():
             raise ConfigError(f"PostgresMetrics needs a libpq DSN (postgresql://...), got {dsn!r}")
+        if pool_mode not in _POOL_MODES:
+            raise ConfigError(
+                f"PostgresMetrics pool_mode must be one of {', '.join(_POOL_MODES)}, got {pool_mode!r}"
+            )
         super().__init__()
         self.target = _without_password(dsn)
+        self.pool_mode = pool_mode
+        dsn = encrypted(dsn, allow_unencrypted, self.target)
         ms = max(int(timeout * 1000), 1)
+        # Through a transaction pooler a session's SET may be another client's next: the
+        # timeout goes with each transaction.
+        self._set_timeout = (
+            f"SET LOCAL statement_timeout = {ms}" if pool_mode == "transaction_pooler" else ""
+        )
+        kwargs: dict[str, Any] = {"connect_timeout": max(math.ceil(timeout), 1)}
+        configure: Callable[[Any], None] | None = None
+        if pool_mode == "direct":
+            kwargs["options"] = f"-c statement_timeout={ms}"
+        elif pool_mode == "transaction_pooler":
+            kwargs["prepare_threshold"] = None  # the next transaction may be another server's
+        else:
+
+            def configure(con: Any) -> None:
+                con.execute(f"SET statement_timeout = {ms}")
+                con.commit()
+
         self._pool = psycopg_pool.ConnectionPool(
             dsn,
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
             open=False,
-            kwargs={"connect_timeout": max(math.ceil(timeout), 1), "options": f"-c statement_timeout={ms}"},
+            kwargs=kwargs,
+            configure=configure,
         )
         self._opened = False
         self._open_lock = threading.Lock()
@@ -178,6 +227,8 @@ class PostgresMetrics(SQLMetrics):
                     self._pool.open(wait=False)
                     self._opened = True
         with self._pool.connection() as con, con.transaction(), con.cursor() as cur:
+            if self._set_timeout:
+                cur.execute(self._set_timeout)
             return work(cur)
 
     def _tables(self, cur: Any) -> set[str]:
@@ -190,6 +241,47 @@ class PostgresMetrics(SQLMetrics):
         if self._opened:
             self._pool.close()
             self._opened = False
+
+
+_POOL_MODES = ("direct", "session_pooler", "transaction_pooler")
+_PLAINTEXT = ("disable", "allow", "prefer")
+_THIS_MACHINE = ("localhost",)
+
+
+def _this_machine(host: str) -> bool:
+    """A Unix socket's folder, localhost, or a loopback address (all of 127/8, ::1)."""
+    if host.startswith("/") or host in _THIS_MACHINE:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: another machine unless it is `localhost`
+
+
+def encrypted(dsn: str, allow_unencrypted: bool, target: str) -> str:
+    """`dsn` as it is connected to: `sslmode=require` added for a host other than this
+    machine when no mode is named; a plaintext-allowing mode there refused unless
+    `allow_unencrypted` (see `PostgresMetrics`)."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    try:
+        given = conninfo_to_dict(dsn)
+    except Exception as error:  # psycopg.ProgrammingError: a DSN libpq cannot read
+        raise ConfigError(f"PostgresMetrics: the DSN {target!r} cannot be read: {error}") from None
+    hosts = str(given.get("host") or given.get("hostaddr") or os.environ.get("PGHOST") or "")
+    remote = [h for h in hosts.split(",") if h and not _this_machine(h)]
+    if not remote:
+        return dsn  # a Unix socket or this machine: nothing crosses a network
+    mode = given.get("sslmode") or os.environ.get("PGSSLMODE")
+    if mode is None:
+        return make_conninfo(dsn, sslmode="require")
+    if mode in _PLAINTEXT and not allow_unencrypted:
+        raise ConfigError(
+            f"PostgresMetrics: sslmode={mode} lets the connection to {', '.join(remote)} fall "
+            "back to plaintext: use sslmode=require (or verify-full with sslrootcert), or "
+            "pass allow_unencrypted=True to accept it"
+        )
+    return dsn
 
 
 def _without_password(dsn: str) -> str:

@@ -166,8 +166,9 @@ def aggregate_sql(
     if query.half_life is not None:
         weight = f"power(0.5, {largest}({mark} - (hour + 1) * {HOUR}, 0) / {mark}) * "
         weight_args = [now, query.half_life]
+    scoped, scope_args = _scoped(mark, query, scope)
     if dialect == "duckdb":
-        return _joined(query, scope, now, weight, weight_args)
+        return _joined(query, scoped, scope_args, now, weight, weight_args)
     # One SELECT per route, each an aggregate without GROUP BY, so each gives exactly one
     # row (zeros for no history), and each walks its own stretch of the hourly key.
     one = (
@@ -175,18 +176,34 @@ def aggregate_sql(
         + ", ".join(f"COALESCE(SUM({weight}{n}), 0)" for n in _SUMS[:4])
         + ", "
         + ", ".join(f"COALESCE(SUM({n}), 0)" for n in _SUMS[4:])
-        + f" FROM {HOURLY} WHERE scope = {mark} AND route_id = {mark} AND model = {mark} "
+        + f" FROM {HOURLY} WHERE {scoped}route_id = {mark} AND model = {mark} "
         f"AND endpoint = {mark} AND streaming = {mark} AND hour >= {mark}"
     )
     since = int((now - query.window) // HOUR)
     args: list[object] = []
     for route, model in query.routes:
-        args += [route, *(weight_args * 4), scope, route, model, query.endpoint, int(query.streaming), since]
+        args += [route, *(weight_args * 4), *scope_args, route, model, query.endpoint, int(query.streaming), since]
     return " UNION ALL ".join([one] * len(query.routes)), args
 
 
+def _scoped(mark: str, query: HistoryQuery, scope: str) -> tuple[str, list[object]]:
+    """The condition on the scope (with its trailing AND) and its arguments: the one
+    scope, the query's scopes, or none for every scope (`query.scopes == ()`)."""
+    scopes = (scope,) if query.scopes is None else query.scopes
+    if not scopes:
+        return "", []
+    if len(scopes) == 1:
+        return f"scope = {mark} AND ", [scopes[0]]
+    return f"scope IN ({', '.join([mark] * len(scopes))}) AND ", list(scopes)
+
+
 def _joined(
-    query: HistoryQuery, scope: str, now: float, weight: str, weight_args: list[object]
+    query: HistoryQuery,
+    scoped: str,
+    scope_args: list[object],
+    now: float,
+    weight: str,
+    weight_args: list[object],
 ) -> tuple[str, list[object]]:
     """The same answer as one scan joined to the wanted routes: DuckDB scans columns
     faster than it seeks, where SQLite and PostgreSQL seek each route's stretch of the key."""
@@ -196,11 +213,11 @@ def _joined(
         + ", ".join(f"COALESCE(SUM(h.{n}), 0)" for n in _SUMS)
         + " FROM wanted w LEFT JOIN (SELECT route_id, model, "
         + ", ".join(f"{weight}{n} AS {n}" if i < 4 else n for i, n in enumerate(_SUMS))
-        + f" FROM {HOURLY} WHERE scope = ? AND endpoint = ? AND streaming = ? AND hour >= ?) h"
+        + f" FROM {HOURLY} WHERE {scoped}endpoint = ? AND streaming = ? AND hour >= ?) h"
         " ON h.route_id = w.route_id AND h.model = w.model GROUP BY w.route_id"
     )
     args: list[object] = [v for pair in query.routes for v in pair]
-    args += [*(weight_args * 4), scope, query.endpoint, int(query.streaming), int((now - query.window) // HOUR)]
+    args += [*(weight_args * 4), *scope_args, query.endpoint, int(query.streaming), int((now - query.window) // HOUR)]
     return sql, args
 
 
