@@ -1,5 +1,5 @@
 # make demo : create .venv, install, run the demo on the embedded FakeProvider (no keys)
-# make test : create .venv, install with dev extras, lint, type-check, run the whole suite
+# make test : create .venv, install with dev extras, lint, type-check, build the docs, run the whole suite
 # Installs go through constraints.txt (exact versions), so a new LiteLLM release never
 # changes what CI runs; bump it on purpose with `make constraints`.
 
@@ -12,8 +12,10 @@ PIP    := $(BIN)/python -m pip
 # tokenizers are never downloaded.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
+# Material for MkDocs' notice of its successor, printed on every build.
+export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: demo test test-fast lint bench notebooks constraints clean
+.PHONY: demo test test-fast lint docs bench notebooks constraints clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "policy_router needs Python 3.11+"'
@@ -36,7 +38,13 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-test: lint
+# The documentation site, built strictly: a broken link, a missing page or an unresolved
+# reference fails (not with --quiet, which hides the warnings strict mode counts). Its
+# examples are run by the suite (tests/test_docs.py).
+docs: $(VENV)/.installed-dev
+	$(BIN)/mkdocs build --strict
+
+test: lint docs
 	$(BIN)/python -m pytest -q -rs tests
 
 test-fast: lint
@@ -58,4 +66,4 @@ constraints: $(VENV)/.installed-dev
 	$(PIP) freeze --exclude-editable | grep -v '^policy-router' > constraints.txt
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .site

@@ -67,7 +67,8 @@ def test_stored_outputs_were_made_by_the_code_stored(path: Path) -> None:
 
 
 def test_the_cost_notebook_stores_its_plots_as_images() -> None:
-    """Plots are PNG images inline, and the one the README shows is the file it saved."""
+    """Plots are PNG images inline, and the one the docs' notebooks page shows is the file
+    it saved (the site serves `notebooks/images/` as `images/`)."""
     notebook = nbformat.read(NOTEBOOKS[2], as_version=4)
     images = [
         o for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})
@@ -75,18 +76,18 @@ def test_the_cost_notebook_stores_its_plots_as_images() -> None:
     assert len(images) == 2
     saved = NOTEBOOKS[2].parent / "images" / "cost-and-spend.png"
     assert saved.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (
-        "notebooks/images/cost-and-spend.png" in (NOTEBOOKS[2].parents[1] / "README.md").read_text()
-    )
+    page = NOTEBOOKS[2].parents[1] / "docs" / "notebooks.md"
+    assert "](images/cost-and-spend.png)" in page.read_text()
 
 
-def test_the_learning_notebook_plots_scores_over_time_and_the_readme_shows_it() -> None:
+def test_the_learning_notebook_plots_scores_over_time_and_the_docs_show_it() -> None:
     notebook = nbformat.read(NOTEBOOKS[3], as_version=4)
     images = [o for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(images) == 1
     saved = NOTEBOOKS[3].parent / "images" / "scores-over-time.png"
     assert saved.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "notebooks/images/scores-over-time.png" in (NOTEBOOKS[3].parents[1] / "README.md").read_text()
+    page = NOTEBOOKS[3].parents[1] / "docs" / "production" / "metrics.md"
+    assert "](../images/scores-over-time.png)" in page.read_text()
 
 
 @pytest.mark.slow

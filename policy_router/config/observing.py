@@ -26,7 +26,7 @@ __all__ = ["MetricsSpec", "ObserversSpec", "learning_policies", "observers_of"]
 
 
 class ObserversSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     attempt_log: str | None = None
     otel: bool = False
@@ -49,7 +49,7 @@ def observers_of(spec: ObserversSpec, base: Path, source: str) -> list[Any]:
 
 
 class MetricsSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     sqlite: str | None = None
     duckdb: str | None = None

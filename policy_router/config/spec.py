@@ -38,7 +38,7 @@ _ROUTE_FIELDS = {
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class RetrySpec(_Strict):
@@ -59,22 +59,31 @@ class RetrySpec(_Strict):
 class RouteSpec(BaseModel):
     """One route: our fields, plus any LiteLLM keyword argument."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
 
     model: str
+    """LiteLLM's model string (`openai/gpt-4o-mini`, `ollama/llama3`, ...)."""
     name: str | None = None
+    """How the route is shown in journeys and logs (default: its model)."""
     id: str | None = None
+    """The route's identity for health, rate windows and history (default: model and host)."""
     reach: Literal["on_device", "vendor"] | None = None
+    """Declared reach; absent, it is inferred, failing closed (a vendor)."""
     capabilities: dict[str, bool] | None = None
+    """What the route can do (`tools`, `images`, `streaming`, ...), over LiteLLM's model info."""
     prices: str | dict[str, Any] | None = None
+    """A price table: a name in `price_tables`, a file, or a table inline."""
     retry: RetrySpec | None = None
     output_limit: int | None = None
     context_window: int | None = None
     first_token_timeout: float | None = None
     stall_timeout: float | None = None
     rpm: int | None = None
+    """The account's requests per minute, counted before the provider's 429."""
     tpm: int | None = None
+    """The account's tokens per minute, likewise."""
     enabled: bool = True
+    """`false` keeps the route in its group and skips it."""
 
     @model_validator(mode="after")
     def _known_kwargs(self) -> RouteSpec:
@@ -98,7 +107,9 @@ class HedgeSpec(_Strict):
 
 class GroupSpec(_Strict):
     order: Annotated[str, AfterValidator(named)] = Order.AS_LISTED.value
+    """The ordering by name: `as_listed`, `cheapest`, `round_robin`, ..., or a registered one."""
     routes: list[RouteSpec] = Field(min_length=1)
+    """The group's routes, as listed."""
     hedge: HedgeSpec | Literal[False] | None = None
     """The group's own hedge (`false`: none, whatever the file's `hedge` says)."""
 
@@ -138,17 +149,29 @@ class StoreSpec(_Strict):
 
 class PolicySpec(_Strict):
     name: str = "default"
+    """The router's name: its keys in a shared store, its metrics scope by default."""
     groups: dict[str, GroupSpec] = Field(min_length=1)
+    """The groups by the name a call's `model=` gives, each with its routes."""
     price_tables: dict[str, str | dict[str, Any]] = Field(default_factory=dict)
+    """Named price tables (a file beside this one, or a table inline) a route's `prices` names."""
     budget: BudgetSpec | None = None
+    """A cap on what the router may spend (`Budget`)."""
     breaker: BreakerSpec | Literal[False] | None = None
     """Absent: the router's default breaker; `false` (or null): none; else its fields."""
     retry: RetrySpec | None = None
+    """Same-route retries for every route (`Retry`); a route's own `retry` wins."""
     hedge: HedgeSpec | None = None
+    """A second attempt beside a slow first one (`Hedge`)."""
     deadline: float | None = Field(default=None, gt=0)
+    """Seconds the whole request may take, across routes and retries."""
     wait_for_capacity: bool = False
+    """Wait, within the deadline, for a rate window's first free slot instead of refusing."""
     store: StoreSpec | None = None
+    """A shared store (`RedisStore`): one budget, breaker and rate windows for every process."""
     observers: ObserversSpec | None = None
+    """Who hears each skip, attempt and rest (the log, the attempt log, OpenTelemetry)."""
     metrics: MetricsSpec | None = None
+    """Where every attempt is recorded, for `Order.SCORE` and the report."""
     metrics_scope: str | None = Field(default=None, min_length=1)
+    """The scope the router's history is written under (default: its name)."""
     score: dict[str, Any] | None = None  # Score's fields (checked by learning_policies)

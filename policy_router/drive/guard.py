@@ -61,7 +61,7 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
     raise OffDeviceConnection(
         f"on_device=True: a connection to {host}:{address[1] if len(address) > 1 else ''} "
         "was refused: it would leave this machine during an on-device attempt (an HTTP "
-        "client LiteLLM keeps may use a proxy set when it was made; see the README's floor)"
+        "client LiteLLM keeps may use a proxy set when it was made; see docs/concepts/floor.md)"
     )
 
 

@@ -40,7 +40,10 @@ __all__ = [
 
 
 class Reach(StrEnum):
-    """Where a route sends the request's data."""
+    """Where a route sends the request's data: `ON_DEVICE` (this machine, or a host you
+    declared yours) or `VENDOR`. A request with `on_device=True` is sent only to on-device
+    routes. Undeclared, a route's reach is inferred and fails closed: what is not surely
+    local is a vendor's."""
 
     ON_DEVICE = "on_device"
     """Served on this machine or the caller's own network: trusted with private data."""

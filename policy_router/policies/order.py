@@ -52,7 +52,11 @@ It only orders routes; it never decides whether a call fits a budget (that uses 
 
 
 class Order(StrEnum):
-    """The built-in orderings."""
+    """The built-in orderings, by name (`Router(order=Order.CHEAPEST)`, `order: cheapest` in
+    a policy file). An ordering only orders the routes every check let through: it never
+    adds or removes one, and a route it puts last is still asked when the others fail.
+    `Order.sticky(ids, then=...)` asks named routes first; `Fastest()` and your own
+    `Ordering` objects are given the same way."""
 
     AS_LISTED = "as_listed"
     """The order the routes were written in."""
