@@ -2,11 +2,12 @@
 each page in a namespace of its own, against FakeProvider: OpenAI's base URL and key in the
 environment point `Route("openai/...")` at it, through LiteLLM's real HTTP path. A page's
 example that cannot run here (a real vendor, a framework's own service) is marked so in
-the page (`<!-- skip: next ... -->`, with the reason said in its text) and counted apart.
-A public name an example uses that changes fails here."""
+the page (`<!-- skip: next -->`, with the reason said in its text) and is still compiled
+(not type-checked). A public name an example uses that changes fails here."""
 
 from __future__ import annotations
 
+import ast
 import unittest
 from pathlib import Path
 
@@ -58,3 +59,29 @@ def test_the_site_runs_at_least_forty_examples(
         with monkeypatch.context() as scoped:
             total += _run(page, fake, scoped, tmp_path)
     assert total >= 40, total
+
+
+def _skipped_blocks(page: Path) -> list[tuple[int, str]]:
+    """The Python blocks of `page` marked not run: (line, source)."""
+    lines = page.read_text().splitlines()
+    found, i = [], 0
+    while i < len(lines):
+        if lines[i].strip() == "<!-- skip: next -->":
+            start = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+            end = next(j for j in range(start + 1, len(lines)) if lines[j].startswith("```"))
+            if lines[start].strip() == "```python":
+                found.append((start + 1, "\n".join(lines[start + 1 : end])))
+            i = end
+        i += 1
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_an_example_not_run_still_compiles_and_says_why(page: Path) -> None:
+    """What is not run is at least valid Python, and its page says why it is not run."""
+    text = page.read_text()
+    for line, source in _skipped_blocks(page):
+        # A notebook-style `await` at the top is how the pages show async code.
+        compile(source, f"{page}:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        said = text.splitlines()[max(0, line - 7) : line]
+        assert any("Not run by the docs tests" in s for s in said), (page, line)

@@ -43,9 +43,13 @@ class _Strict(BaseModel):
 
 class RetrySpec(_Strict):
     attempts: int = 2
+    """Requests a route may get per request, the first included."""
     backoff: float = 0.5
+    """Seconds before the first retry, doubling each time."""
     max_backoff: float = 8.0
+    """The longest wait; a longer Retry-After moves on to the next route."""
     jitter: bool = True
+    """Draw each wait from its upper half, so that callers do not retry in step."""
     on: list[str] | None = None
     """The faults retried (`[server_error, timeout, ...]`); absent: all but timeouts."""
     routes: Literal["all", "first"] = "all"
@@ -100,9 +104,13 @@ class RouteSpec(BaseModel):
 
 class HedgeSpec(_Strict):
     after: float | Literal["p95"] = "p95"
+    """When a second attempt starts: seconds, or the route's own 95th percentile."""
     at_least: float = 0.05
+    """The shortest wait before a hedge, in seconds."""
     otherwise: float = 2.0
+    """The wait while a route has too few samples for its percentile."""
     samples: int = 20
+    """How many of a route's latencies make its percentile."""
 
 
 class GroupSpec(_Strict):
@@ -116,9 +124,13 @@ class GroupSpec(_Strict):
 
 class BudgetSpec(_Strict):
     cap: str | int | Decimal
+    """The most the router may spend, exactly (`"5.00"`: a string, never a float)."""
     currency: str = "USD"
+    """The cap's currency; a route priced in another is refused."""
     unpriced: Literal["refuse", "allow"] = "refuse"
+    """What a route without a price may do under the budget."""
     strict: bool = False
+    """Refuse a call whose worst case has no finite bound, so the cap can never be passed."""
 
     @field_validator("cap", mode="before")
     @classmethod
@@ -133,18 +145,28 @@ class BudgetSpec(_Strict):
 
 class BreakerSpec(_Strict):
     failures: int = 3
+    """Consecutive provider faults that rest a route."""
     cooldown: float = 5.0
+    """The first rest, in seconds; a failed probe doubles it."""
     max_cooldown: float | None = None
+    """The longest rest a doubling reaches (absent: 15 s)."""
     settled: float = 3600.0
+    """The rest after a 401/403/404, which does not heal by itself."""
     rate_limited_cooldown: float | None = None
+    """The rest after a 429 that names no Retry-After (absent: `cooldown`)."""
 
 
 class StoreSpec(_Strict):
     redis: str
+    """The Redis URL (`redis://`, `rediss://` for TLS; `os.environ/NAME` keeps it out of the file)."""
     namespace: str | None = None
+    """The keys' prefix (default: the router's name)."""
     timeout: float = Field(default=0.5, gt=0)
+    """Seconds each command has to connect and be answered; past it, the store is down."""
     retry_every: float = Field(default=1.0, gt=0)
+    """Seconds between attempts to reach a store that went down."""
     cluster: bool = False
+    """The URL names a node of a Redis Cluster."""
 
 
 class PolicySpec(_Strict):
