@@ -35,7 +35,9 @@ demo: $(VENV)/.installed
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check policy_router tests
-	$(BIN)/mypy
+	# mypy over the package, strictly, and over every documentation example as a user's
+	# script, those the docs tests cannot run included.
+	$(BIN)/python -m tests.docs_examples
 	$(BIN)/lint-imports --no-cache
 
 # The documentation site, built strictly: a broken link, a missing page or an unresolved

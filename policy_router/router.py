@@ -66,24 +66,40 @@ class Router(LiteLLMFace, Inspection):
     over does not print LiteLLM's help banner on every skip. The router is safe to share
     between threads and tasks.
 
-    Every router has a breaker (`Breaker()`, which rests a failing route for 5 s, doubling
-    to 15 s, so a recovered route is asked again within 15 s); pass `breaker=None` for
-    none, or a `Breaker` or a mapping of its fields for another.
+    Args:
+        routes: The routes, each in its `group` (the `model=` a call names).
+        name: Routers of one name share a store's health, spend and windows.
+        order: How a group's routes are ordered (`Order`, its name, your `Ordering`), or a
+            mapping of group to one.
+        budget: The most the router may spend (`Budget("5.00")`), refused before sending.
+        breaker: `Breaker()` by default (a failing route rests 5 s, doubling to 15 s, so a
+            recovered one is asked again within 15 s); `None` for none, or a mapping of
+            its fields.
+        retry: Retries on the same route (`Retry(...)`); none by default.
+        deadline: Seconds for the whole request, across routes and retries (a call's own
+            `deadline=` overrides it); none by default.
+        store: Where health, spend and windows live: this process by default, or
+            `RedisStore(url)`, shared by every process whose router has the same `name`.
+        observers: Callables told every skip, attempt, wait and rest (see `events`).
+        clock: The clock of rests, windows and deadlines (`ManualClock` in tests).
+        stream_failure: `"raise"` (a stream that dies after its first chunk raises inside
+            it) or `"restart"` (it starts again on the next route; needs `on_restart`).
+        on_restart: Told `StreamRestart(...)` before a restarted stream's first new chunk.
+        quiet_litellm: Set `litellm.suppress_debug_info`, so skips print no LiteLLM banner.
+        wait_for_capacity: A route with `rpm`/`tpm` is skipped while its window is full;
+            with this (or per call), a request whose every route is full waits for the
+            earliest slot instead, never past the deadline.
+        metrics: `SQLiteMetrics`, `DuckDBMetrics` or `PostgresMetrics`: every attempt is
+            recorded there, off the request path; `Order.SCORE` ranks by that history.
+        metrics_scope: The scope its rows are written and read under (default: `name`).
+        score: How `Order.SCORE` weighs that history (default `Score()`).
+        hedge: `Hedge(after="p95")`, or a mapping of group to one, or per call: an attempt
+            with no first chunk after the delay is joined by one on the next route, and
+            the first answer wins.
 
-    Health and spending live in `store`: in this process by default, or in Redis with
-    `store=RedisStore(url)`, shared by every process whose router has the same `name`.
-    Routes with `rpm`/`tpm` are skipped while their window is full; with
-    `wait_for_capacity=True` (or per call) a request whose every route is full waits for
-    the earliest slot instead, never past its deadline.
-
-    With `hedge=Hedge(after="p95")` (or a mapping of group to `Hedge`, or per call), an
-    attempt with no first chunk (no answer) after the delay is joined by a second one on
-    the next route the checks admit, and the first answer wins (see `Hedge`).
-
-    With `metrics=` (`SQLiteMetrics`, `DuckDBMetrics`, `PostgresMetrics`) every attempt is
-    recorded there off the request path, under `metrics_scope` (the router's `name` by
-    default); `order=Order.SCORE` (with `score=Score(...)`) ranks routes by that history,
-    shared by every process writing the same store and kept across restarts.
+    Raises:
+        ConfigError: an argument is wrong (the message names it and the fix), or LiteLLM's
+            own retries or fallbacks are set globally; nothing is sent.
     """
 
     def __init__(

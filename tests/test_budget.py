@@ -10,6 +10,7 @@ import litellm
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from loguru import logger
 
 from policy_router import (
     Breaker,
@@ -86,11 +87,39 @@ def test_response_cost_is_priced_from_usage_by_the_routes_own_table(fake: FakePr
     """A routed call carries its cost: the reported usage at the route's own rates."""
     fake.script("a", Reply("hi", usage=(1000, 500)))
     router = Router([fake_route(fake, "a", prices=PRICES)], budget=Budget("1.00"))
-    routed = router.route(model="g", messages=MESSAGES, max_tokens=600)
+    # A prompt that can carry the 1,000 tokens the provider reports (each is a byte or more).
+    long = [{"role": "user", "content": "word " * 1000}]
+    routed = router.route(model="g", messages=long, max_tokens=600)
     assert routed.cost == Money(1000 * 1 + 500 * 2, "USD")
     spending = router.spending()
     assert (spending.spent, spending.reserved, spending.calls) == (routed.cost, Money(0), 1)
     assert spending.is_exact and not spending.overshoot_possible
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["call", "stream"])
+def test_usage_above_the_worst_case_is_charged_in_full_and_flagged(
+    fake: FakeProvider, stream: bool
+) -> None:
+    """A provider that reports more than the request could carry (1,000 prompt tokens for a
+    ten-byte prompt) billed it: the budget charges all of it, says the cap may have been
+    passed, warns once naming the route, and refuses the next call before sending it."""
+    fake.script("a", Reply("hi", usage=(1000, 5)), Reply("hi", usage=(1000, 5)))
+    router = Router([fake_route(fake, "a", prices=PRICES)], budget=Budget("0.000500"))
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(str(m)), level="WARNING", filter="policy_router")
+    try:
+        answer = router.completion(model="g", messages=MESSAGES, max_tokens=10, stream=stream)
+        if stream:
+            assert "".join(c.choices[0].delta.content or "" for c in answer) == "hi"
+    finally:
+        logger.remove(sink)
+    spending = router.spending()
+    assert spending.spent == Money(1000 * 1 + 5 * 2, "USD")  # more than the cap: reported
+    assert spending.overshoot_possible and "overshoot possible" in str(spending)
+    assert len(lines) == 1 and "openai/a" in lines[0] and "above the" in lines[0]
+    with pytest.raises(OverBudgetError, match="budget spent"):
+        router.completion(model="g", messages=MESSAGES, max_tokens=10)
+    assert fake.requests("a") == 1
 
 
 @pytest.mark.parametrize("driver", ["stream", "astream"])

@@ -2,25 +2,54 @@
 each page in a namespace of its own, against FakeProvider: OpenAI's base URL and key in the
 environment point `Route("openai/...")` at it, through LiteLLM's real HTTP path. A page's
 example that cannot run here (a real vendor, a framework's own service) is marked so in
-the page (`<!-- skip: next -->`, with the reason said in its text) and is still compiled
-(not type-checked). A public name an example uses that changes fails here."""
+the page (`<!-- skip: next -->`, with the reason said in its text); `make lint` type-checks
+every example, those included (`tests/docs_examples.py`). A public name an example uses
+that changes fails here. Output a page shows, in a fenced block after `<!-- output -->`, is
+what the example before it printed (times in seconds may differ; lines may wrap)."""
 
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
+import re
 import unittest
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sybil import Sybil
+from sybil import Document, Example, Region, Sybil
 from sybil.example import NotEvaluated
 from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 
 from policy_router.testing import FakeProvider
 
-ROOT = Path(__file__).resolve().parent.parent
-PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
-SYBIL = Sybil(parsers=[PythonCodeBlockParser(), SkipParser()])
+from .docs_examples import PAGES, PRELUDE, ROOT, python_blocks, write_modules
+
+# Where the page says what the example before printed, and the key that example's output is
+# kept under in the page's namespace.
+OUTPUT = re.compile(r"^<!-- output -->\n+```[a-z]*\n(?P<shown>.*?)^```$", re.S | re.M)
+PRINTED = "__printed__"
+SECONDS = re.compile(r"\b\d+(\.\d+)? s\b")
+
+
+def _normal(text: str) -> str:
+    return " ".join(SECONDS.sub("# s", text).split())
+
+
+def _compare(example: Example) -> str | None:
+    printed = example.namespace.get(PRINTED, "")
+    if _normal(printed) == _normal(example.parsed):
+        return None
+    return f"the page shows:\n{example.parsed}\nbut the example before it printed:\n{printed}"
+
+
+def _outputs(document: Document) -> Iterator[Region]:
+    for match in OUTPUT.finditer(document.text):
+        yield Region(match.start(), match.end(), match.group("shown"), _compare)
+
+
+SYBIL = Sybil(parsers=[PythonCodeBlockParser(), SkipParser(), _outputs])
 
 
 def _run(page: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> int:
@@ -28,16 +57,24 @@ def _run(page: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
     monkeypatch.setenv("OPENAI_API_BASE", fake.base_url)
     monkeypatch.chdir(tmp_path)  # an example that writes a file writes it here
+    # A page may give the server a responder (the LangChain page does); the next page starts
+    # without it.
+    monkeypatch.setattr(fake, "responder", fake.responder)
     document = SYBIL.parse(page)
     document.namespace.update(fake=fake)
     ran = 0
     for example in document:
+        printed = io.StringIO()
         try:
-            example.evaluate()
+            with contextlib.redirect_stdout(printed):
+                example.evaluate()
         except (unittest.SkipTest, NotEvaluated):
             continue
         except Exception as error:
-            raise AssertionError(f"{page.relative_to(ROOT)}, line {example.line}: {error!r}") from error
+            where = f"{page.relative_to(ROOT)}, line {example.line}"
+            raise AssertionError(f"{where}: {type(error).__name__}: {error}") from error
+        if example.region.evaluator is not _compare:
+            document.namespace[PRINTED] = printed.getvalue()
         # What a reader sees: a fenced block (not a skip directive, not a page's invisible
         # setup block).
         ran += document.text[example.start : example.start + 3] == "```"
@@ -61,27 +98,31 @@ def test_the_site_runs_at_least_forty_examples(
     assert total >= 40, total
 
 
-def _skipped_blocks(page: Path) -> list[tuple[int, str]]:
-    """The Python blocks of `page` marked not run: (line, source)."""
-    lines = page.read_text().splitlines()
-    found, i = [], 0
-    while i < len(lines):
-        if lines[i].strip() == "<!-- skip: next -->":
-            start = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
-            end = next(j for j in range(start + 1, len(lines)) if lines[j].startswith("```"))
-            if lines[start].strip() == "```python":
-                found.append((start + 1, "\n".join(lines[start + 1 : end])))
-            i = end
-        i += 1
-    return found
-
-
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_an_example_not_run_still_compiles_and_says_why(page: Path) -> None:
     """What is not run is at least valid Python, and its page says why it is not run."""
-    text = page.read_text()
-    for line, source in _skipped_blocks(page):
+    lines = page.read_text().splitlines()
+    for block in python_blocks(page):
+        if not block.skipped:
+            continue
         # A notebook-style `await` at the top is how the pages show async code.
-        compile(source, f"{page}:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-        said = text.splitlines()[max(0, line - 7) : line]
-        assert any("Not run by the docs tests" in s for s in said), (page, line)
+        compile(block.source, f"{page}:{block.line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        said = lines[max(0, block.line - 8) : block.line]
+        assert any("Not run by the docs tests" in s for s in said), (page, block.line)
+
+
+def test_the_type_checked_examples_stand_on_their_pages_lines(tmp_path: Path) -> None:
+    """`make lint` type-checks every block, skipped ones included, in modules whose lines are
+    the page's: an error mypy reports there is at the page's own line."""
+    written = write_modules(tmp_path)
+    assert {page for page in written.values()} == {p for p in PAGES if python_blocks(p)}
+    skipped = 0
+    for module, page in written.items():
+        code = Path(module).read_text().splitlines()
+        assert code[0] == PRELUDE
+        for block in python_blocks(page):
+            skipped += block.skipped
+            for offset, text in enumerate(block.source.splitlines()):
+                assert code[block.line - 1 + offset] == text, (page, block.line + offset)
+                assert page.read_text().splitlines()[block.line - 1 + offset] == text
+    assert skipped >= 4  # the Redis, Redis Cluster, OpenTelemetry and frameworks blocks

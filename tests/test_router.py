@@ -13,6 +13,7 @@ import pytest
 from policy_router import (
     Breaker,
     ConfigError,
+    Journey,
     NoRouteError,
     Reach,
     RefusedError,
@@ -134,12 +135,29 @@ def test_last_exception_keeps_its_class_and_carries_the_journey(
     try:
         run(three(fake), driver)
     except litellm.RateLimitError as exc:
-        journey = exc.journey  # type: ignore[attr-defined]
+        journey = Journey.of(exc)  # exc.journey, typed
+        assert journey is not None and journey is exc.journey  # type: ignore[attr-defined]
         assert [a.outcome for a in journey.attempts] == ["server_error", "access", "rate_limited"]
         assert [a.status for a in journey.attempts] == [503, 401, 429]
         assert any("openai/middle" in note for note in exc.__notes__)
     else:
         pytest.fail("the router did not raise")
+
+
+def test_journey_of_reads_the_routers_own_errors_and_nothing_else(fake: FakeProvider) -> None:
+    """`Journey.of` gives the journey of an error the router raised, its own errors included,
+    and None for an exception it never touched (or one whose `journey` is something else)."""
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    router = Router([fake_route(fake, "first", capabilities={"chat": True, "tools": False})])
+    with pytest.raises(NoRouteError) as caught:
+        router.completion(model="g", messages=MESSAGES, tools=[tool])
+    journey = Journey.of(caught.value)
+    assert journey is not None and journey.skips[0].route == "openai/first"
+    assert fake.requests("first") == 0
+    assert Journey.of(ValueError("not ours")) is None
+    stray = RuntimeError("journey set by someone else")
+    stray.journey = "a string"  # type: ignore[attr-defined]
+    assert Journey.of(stray) is None
 
 
 @pytest.mark.parametrize("driver", DRIVERS)

@@ -210,7 +210,7 @@ class Gate:
         """Settle the attempt; what it was charged (its reservation when no usage came, so
         the journey's costs add up to what the budget says was spent)."""
         if held is not None and self.ledger is not None:
-            charged, _ = yield from self.ledger.settle(held, usage)
+            charged, _ = yield from self.ledger.settle(held, usage, candidate.name)
             return charged
         return listed_cost(candidate, usage)
 
@@ -227,9 +227,9 @@ class Gate:
             if self.health is not None:
                 yield from self.health.succeeded(candidate.id, send.token, candidate.name)
             return cost
-        charged, measured, money = 0, True, None
+        charged, measured, bounded, money = 0, True, True, None
         if held is not None and self.ledger is not None:
-            charged, measured = self.ledger.cost_of(held, usage)
+            charged, measured, bounded = self.ledger.cost_of(held, usage, candidate.name)
             money = self.ledger.money(charged)
         else:
             money = yield from self.settle(candidate, None, usage)
@@ -246,7 +246,7 @@ class Gate:
             hold=held.id if held is not None else "",
             cost=charged,
             measured=measured,
-            bounded=held.bounded if held is not None else True,
+            bounded=bounded,
             slot=slot,
             tokens=tokens,
             change=change,

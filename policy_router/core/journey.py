@@ -55,6 +55,7 @@ class Attempt:
     route: str
     outcome: str
     status: int | None = None
+    """The HTTP status the provider failed with, when it sent one (None for an answer)."""
     error: str = ""
     elapsed: float = 0.0
     wait: float = 0.0
@@ -144,11 +145,31 @@ class Journey:
     """
 
     group: str
+    """The group the call named (`model=`)."""
     requirements: Requirements
+    """What the request needed, as read off its keyword arguments."""
     steps: tuple[Skip | Attempt | Waited, ...]
+    """Every skip, attempt and wait for capacity, in the order they happened."""
     answered_by: str | None = None
+    """The name of the route that answered, or None."""
     elapsed: float = 0.0
+    """Seconds from the call to its answer or error, on the router's clock."""
     id: str = ""
+    """The request's id, on its attempts, observers' records, logs and spans."""
+
+    @staticmethod
+    def of(error: BaseException) -> Journey | None:
+        """The journey an error raised by a routed call carries, typed; None for any other.
+
+        The router attaches the journey as `error.journey` to the LiteLLM exception it
+        re-raises and to its own errors; a type checker cannot see an attribute added to
+        LiteLLM's classes, so `Journey.of(error)` reads it as a `Journey`:
+
+            except litellm.InternalServerError as error:
+                journey = Journey.of(error)   # Journey | None
+        """
+        journey = getattr(error, "journey", None)
+        return journey if isinstance(journey, Journey) else None
 
     @property
     def skips(self) -> tuple[Skip, ...]:

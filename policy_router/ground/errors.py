@@ -63,6 +63,11 @@ class PolicyRouterError(Exception):
 
     It does not catch the LiteLLM exceptions the router re-raises after real attempts
     failed; catch those as you would without the router.
+
+    Args:
+        message: What happened and, for a configuration error, the fix.
+        journey: The request's `Journey` (None when no route was considered), kept as
+            `error.journey`; `Journey.of(error)` reads it typed.
     """
 
     # The request's `policy_router.Journey` (None when no route was considered). Typed

@@ -47,6 +47,10 @@ class Route:
       local-serving provider or a model LiteLLM does not list; a hosted vendor model behind
       a loopback proxy stays `VENDOR`. `reach_reason` says how the reach was decided.
     - `capabilities` override what LiteLLM's model info says, e.g. `{"tools": True}`.
+    - `prices` is the route's `PriceTable` (budgets and `Order.CHEAPEST` read it; the
+      package's dated table is `PriceTable.default()`); without one the route is unpriced,
+      and a budget refuses it unless `Budget(unpriced="allow")`.
+    - `retry` is a `Retry` for this route alone, in place of the router's.
     - `output_limit` declares the most tokens the model writes in one reply, for a model
       LiteLLM's info does not know: a budget bounds calls without `max_tokens` by it.
     - `context_window` declares the most tokens the model takes in (prompt and reply cap),
@@ -65,8 +69,13 @@ class Route:
       while the window is full (see `policies.limits`).
 
     Secrets (`api_key`, any kwarg whose name says key, token, secret or password, and such
-    headers) never appear in the repr, and the router redacts them from journeys, logs and
+    headers, and any value given in `secrets=` that no such name carries) never appear in
+    the repr, and the router redacts them from journeys, logs and
     error texts. The route does not check a key works: `router.preflight()` does.
+
+    Raises:
+        ConfigError: a field is wrong (a blank model, a price table that is none, a limit
+            that is not a positive whole number); the message names the field.
     """
 
     __slots__ = (

@@ -271,12 +271,13 @@ def _read(path: str | Path, table: str) -> list[dict[str, Any]]:
 
 
 def read_attempts(path: str | Path) -> list[dict[str, Any]]:
-    """Every attempt row of an attempt log, oldest first, as dicts keyed by column name."""
+    """Every attempt row of the attempt log at `path`, oldest first, as dicts keyed by column
+    name."""
     return _read(path, "attempts")
 
 
 def read_skips(path: str | Path) -> list[dict[str, Any]]:
-    """Every skip row of an attempt log (a route passed over, and why), oldest first;
+    """Every skip row of the attempt log at `path` (a route passed over, and why), oldest first;
     empty for a log written before skips were logged."""
     return _read(path, "skips")
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal
 
+from loguru import logger
+
 from ..ground.errors import ConfigError, StoreUnavailableError
 from ..ground.ids import new_id
 from ..ground.money import Money, Usage
@@ -47,6 +49,20 @@ class Budget:
     the prompt, a tool the provider runs, no price at all, `unpriced="allow"` or not) is
     refused too, so the cap can never be passed. The budget lives in the
     router's store; `name` tells budgets apart in a shared store.
+
+    Args:
+        cap: The most the router may spend, exactly: a string (`"5.00"`), an int, a
+            `Decimal` or a `Money`; never a float.
+        currency: The cap's currency; a route priced in another is skipped.
+        unpriced: `"refuse"` a route without a price (the default), or `"allow"` it,
+            counted as unmeasured.
+        strict: Refuse a call whose worst case has no finite bound.
+        image_tokens: The tokens each image in the prompt counts for in a call's worst
+            case (50,000 by default: a 2048x2048 image bills gpt-4o-mini about 37,000).
+        name: Tells budgets apart in a shared store.
+
+    Raises:
+        ConfigError: a field is wrong (a float cap, a negative one, an unknown `unpriced`).
     """
 
     __slots__ = ("cap", "image_tokens", "name", "strict", "unpriced")
@@ -95,8 +111,8 @@ class Spending:
     `calls` counts settled calls; `in_flight` the calls holding a reservation now;
     `unmeasured` the calls whose cost could not be read from usage (charged at their
     reservation); `is_exact` is True when every call was measured. `overshoot_possible` is
-    True when some call ran with a worst case that had no finite bound, so the cap could
-    have been passed.
+    True when some call ran with a worst case that had no finite bound, or reported usage
+    costing more than its worst case, so the cap could have been passed.
     """
 
     cap: Money
@@ -112,7 +128,7 @@ class Spending:
 
     def __str__(self) -> str:
         tail = "" if self.is_exact else f", {self.unmeasured} unmeasured"
-        tail += ", overshoot possible (calls with no finite bound)" if self.overshoot_possible else ""
+        tail += ", overshoot possible (calls beyond a finite bound)" if self.overshoot_possible else ""
         held = f" by {self.in_flight} in flight" if self.in_flight else ""
         return (
             f"spent {self.spent} of {self.cap} ({self.reserved} reserved{held}, {self.left} "
@@ -158,6 +174,8 @@ class Ledger:
     def __init__(self, budget: Budget, store: Store) -> None:
         self.budget = budget
         self.store = store
+        # Routes already warned about usage above their worst case: once each, then debug.
+        self._overran: set[str] = set()
 
     @property
     def currency(self) -> str:
@@ -312,26 +330,50 @@ class Ledger:
             )
         return refusal or held
 
-    def settle(self, held: Reservation, usage: Usage | None) -> Steps[tuple[Money, bool]]:
+    def settle(
+        self, held: Reservation, usage: Usage | None, route: str = ""
+    ) -> Steps[tuple[Money, bool]]:
         """Replace the reservation by the real cost; without usage, charge the reservation.
 
         Returns what was charged and whether it was measured from usage.
         """
-        cost, measured = self.cost_of(held, usage)
+        cost, measured, bounded = self.cost_of(held, usage, route)
         yield StoreCall(
             "settle",
             (self.budget.name, held.id, cost),
-            {"measured": measured, "bounded": held.bounded},
+            {"measured": measured, "bounded": bounded},
             write=True,
         )
         return self.money(cost), measured
 
-    def cost_of(self, held: Reservation, usage: Usage | None) -> tuple[int, bool]:
-        """What settling `held` charges, in micro-units, and whether usage measured it (no
-        usage: the reservation is charged)."""
-        if usage is not None and held.price is not None:
-            return held.price.cost(usage), True
-        return held.amount, False
+    def cost_of(
+        self, held: Reservation, usage: Usage | None, route: str = ""
+    ) -> tuple[int, bool, bool]:
+        """What settling `held` charges, in micro-units; whether usage measured it (no
+        usage: the reservation is charged); and whether the charge kept to the worst case
+        it was admitted on.
+
+        A provider can report more than the worst case (a prompt bigger than the bytes
+        sent, a price table that is not the provider's): what it reported is what it
+        billed, so it is charged in full, never cut to the reservation; the call then
+        counts as unbounded, so `Spending.overshoot_possible` says the cap could have
+        been passed, and a warning names the route.
+        """
+        if usage is None or held.price is None:
+            return held.amount, False, held.bounded
+        cost = held.price.cost(usage)
+        if not held.bounded or cost <= held.amount:
+            return cost, True, held.bounded
+        (logger.debug if route in self._overran else logger.warning)(
+            "policy_router: {} reported usage ({} prompt, {} completion tokens) costing {}, "
+            "above the {} worst case its call was admitted on; charged in full, so the "
+            "budget may pass its cap (Spending.overshoot_possible). Check that the route's "
+            "price table and model are the provider's.",
+            route or "a route", usage.prompt, usage.completion,
+            self.money(cost), self.money(held.amount),
+        )
+        self._overran.add(route)
+        return cost, True, False
 
     def release(self, held: Reservation) -> Steps[None]:
         yield StoreCall("release", (self.budget.name, held.id), write=True)

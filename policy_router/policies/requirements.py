@@ -31,13 +31,21 @@ class Requirements:
     """
 
     tools: bool = False
+    """`tools`, `functions` or `tool_choice` is given: a route must call functions."""
     images: bool = False
+    """A message carries an image: a route must read images."""
     structured_output: bool = False
+    """`response_format` asks for a JSON schema or object: a route must follow it."""
     prompt_caching: bool = False
+    """`cache_control` appears in the messages: a route must cache prompts."""
     thinking: bool = False
+    """`reasoning_effort` or `thinking` is asked: a route must reason."""
     streaming: bool = False
+    """`stream=True`: a route must stream."""
     on_device: bool = False
+    """The on-device floor: only `Reach.ON_DEVICE` routes, and no fall back to a vendor."""
     endpoint: str = "chat"
+    """Which router function was called: "chat", "embedding", "responses" or "completion"."""
 
     @classmethod
     def of(cls, needs: Requirements | Iterable[str] | Mapping[str, bool] | None) -> Requirements:

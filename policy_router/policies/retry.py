@@ -60,17 +60,29 @@ class Retry:
     half so that many callers do not retry in step. `on` says which faults are retried: by
     default every fault about the provider but a timeout (`RETRIED`); name `"timeout"` in it
     to retry timeouts on the same route too.
+
+    Args:
+        attempts: Requests a route may get per request, the first included (2: one retry).
+        backoff: Seconds before the first retry, doubling each time.
+        max_backoff: The longest wait; a longer Retry-After moves on to the next route.
+        jitter: Draw each wait from its upper half.
+        on: The faults retried: one fault's name or several (`{"rate_limited",
+            "timeout"}`); once made, `retry.on` is a frozenset of them.
+        routes: `"all"` (every route may be retried) or `"first"` (only the first sent to).
+        decide: Your own decision in place of `on`: called with a `RetryContext`, it
+            returns exactly `True` or `False`.
+
+    Raises:
+        ConfigError: a field is wrong, or `on` names a fault that is not about the provider.
     """
 
     attempts: int = 2
     backoff: float = 0.5
     max_backoff: float = 8.0
     jitter: bool = True
-    on: frozenset[FaultKind] = field(default=RETRIED)
+    on: Iterable[FaultKind | str] | FaultKind | str = field(default=RETRIED)
     routes: str = "all"
-    """"all": every route may be retried; "first": only the first route sent to."""
     decide: Callable[[RetryContext], bool] | None = None
-    """Your own decision in place of `on` (see the module docstring)."""
 
     def __post_init__(self) -> None:
         if (

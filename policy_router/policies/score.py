@@ -51,15 +51,25 @@ class Score:
     under the router's own scope. A store of your own reads `HistoryQuery.scopes`."""
 
     success_weight: float = 1.0
+    """The weight of the success rate in the total (at least 0)."""
     speed_weight: float = 1.0
+    """The weight of speed in the total (at least 0)."""
     cost_weight: float = 0.0
+    """The weight of cost in the total: 0 by default, so price never outranks an answer."""
     regular_latency_ref: float = 2.0
+    """Seconds to a whole reply that score 0.5 for speed."""
     streaming_ttft_ref: float = 0.5
+    """Seconds to a stream's first chunk that score 0.5 for speed."""
     optimistic_start: float = 0.75
+    """Where a route without history starts, between 0 and 1, so a new route is explored."""
     pretend_attempts: float = 5.0
+    """How many imaginary attempts at `optimistic_start` real evidence must outweigh."""
     lookback: float = 14 * 24 * 3600.0
+    """Seconds of history that count, equally (at least an hour)."""
     half_life: float | None = None
+    """Seconds after which an attempt counts half, in place of `lookback` (at least an hour)."""
     scopes: tuple[str, ...] | str | None = None
+    """Whose history is read: None the router's own, a list of scopes, or `"all"`."""
 
     def __post_init__(self) -> None:
         if self.scopes is not None and self.scopes != "all":

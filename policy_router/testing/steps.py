@@ -25,8 +25,10 @@ class Reply:
 
     text: str = "Hello from FakeProvider."
     tool_calls: Sequence[dict[str, Any]] = ()
+    """Tool calls to answer with, each `{"name": ..., "arguments": {...}}` (a dict or JSON)."""
     usage: tuple[int, int] | None = None
     finish_reason: str | None = None
+    """The finish reason sent (None: "tool_calls" with tool calls, else "stop")."""
     report_usage: Literal["yes", "missing", "null"] = "yes"
     choices: int | None = None
 
@@ -37,8 +39,11 @@ class Fail:
 
     status: int
     message: str = ""
+    """The error body's `message` (empty: a message of the status's own)."""
     retry_after: float | None = None
+    """Seconds sent as the `Retry-After` header (None: no header)."""
     code: str | None = None
+    """The error body's `code` (`"context_length_exceeded"`, ...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +56,8 @@ class Hang:
 
 @dataclass(frozen=True, slots=True)
 class Trickle:
-    """Answer in `pieces` parts `gap` seconds apart: bytes of the body, or stream chunks."""
+    """Answer `reply` in `pieces` parts `gap` seconds apart: bytes of the body, or stream
+    chunks."""
 
     reply: Reply = field(default_factory=Reply)
     pieces: int = 10
@@ -65,7 +71,8 @@ class Drop:
 
 @dataclass(frozen=True, slots=True)
 class Cut:
-    """Stream `after` chunks, then close the connection with no finish reason and no [DONE].
+    """Stream `after` chunks of `reply`, then close the connection with no finish reason
+    and no [DONE].
 
     A request that did not ask for a stream gets half of its body, then the close.
     """
@@ -76,14 +83,15 @@ class Cut:
 
 @dataclass(frozen=True, slots=True)
 class NoFinish:
-    """Stream every chunk and `[DONE]`, but never a finish reason: a reply cut short."""
+    """Stream every chunk of `reply` and `[DONE]`, but never a finish reason: a reply cut
+    short."""
 
     reply: Reply = field(default_factory=Reply)
 
 
 @dataclass(frozen=True, slots=True)
 class Refuse:
-    """Refuse the work as OpenAI does: 400 with code `content_policy_violation`."""
+    """Refuse the work as OpenAI does: 400 with code `content_policy_violation` and `message`."""
 
     message: str = (
         "Your request was rejected as a result of our safety system. "
@@ -99,7 +107,7 @@ class StreamError:
     "failed" with `error: {code, message}`), or with `event="error"` an `error` event
     (`code`, `message`, `param`), as OpenAI sends them. On `/chat/completions` it is a
     `data: {"error": {...}}` line. The request was answered with 200: the failure is only
-    in the stream.
+    in the stream. `reply` gives the text streamed before it.
     """
 
     after: int = 3
@@ -112,7 +120,7 @@ class StreamError:
 @dataclass(frozen=True, slots=True)
 class Stall:
     """Stream `after` chunks, then say nothing for `seconds` (the connection stays open),
-    then go on to the end: a stream that stalls mid-answer. A request that did not ask for
+    then go on to the end of `reply`: a stream that stalls mid-answer. A request that did not ask for
     a stream gets its headers and half its body, then the pause, then the rest."""
 
     after: int = 2
@@ -122,7 +130,8 @@ class Stall:
 
 @dataclass(frozen=True, slots=True)
 class Malformed:
-    """Stream `after` chunks, then one event whose data is not JSON, then the rest: a
+    """Stream `after` chunks, then one event whose data is `data` (not JSON), then the rest of
+    `reply`: a
     provider (or a proxy) that mangled an event."""
 
     after: int = 2
@@ -132,8 +141,8 @@ class Malformed:
 
 @dataclass(frozen=True, slots=True)
 class NoDone:
-    """Stream every chunk, the finish reason included, but never the closing `[DONE]`
-    line: the connection just closes. A complete answer all the same."""
+    """Stream every chunk of `reply`, the finish reason included, but never the closing
+    `[DONE]` line: the connection just closes. A complete answer all the same."""
 
     reply: Reply = field(default_factory=Reply)
 

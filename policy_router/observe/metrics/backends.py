@@ -26,7 +26,13 @@ __all__ = ["DuckDBMetrics", "PostgresMetrics", "SQLiteMetrics"]
 class SQLiteMetrics(SQLMetrics):
     """Metrics in a SQLite file: embedded, no server, safe for several processes on one
     machine (SQLite's own locking, WAL journal). Each thread keeps its own connection.
-    A file that does not exist yet (or holds no table) gets the current schema."""
+    A file that does not exist yet (or holds no table) gets the current schema.
+
+    Args:
+        path: The SQLite file.
+        timeout: Seconds a write waits for another process's lock before it fails (the
+            rows are then kept for the next flush).
+    """
 
     dialect = "sqlite"
 
@@ -78,7 +84,11 @@ class SQLiteMetrics(SQLMetrics):
 class DuckDBMetrics(SQLMetrics):
     """Metrics in a DuckDB file: embedded and quick to aggregate, but one writing process
     per file (DuckDB's own rule): several processes on one machine should share a SQLite
-    file instead, several machines a PostgreSQL database. Needs the `duckdb` extra."""
+    file instead, several machines a PostgreSQL database. Needs the `duckdb` extra.
+
+    Args:
+        path: The DuckDB file.
+    """
 
     dialect = "duckdb"
 
