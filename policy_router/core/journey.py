@@ -119,9 +119,13 @@ class Waited:
     route that could serve was full, for the reasons in `why`."""
 
     seconds: float
+    """How long the request waited, on the router's clock."""
     why: str
+    """Why each route was full, as the rate-limit skips would have said it."""
     group: str = field(default="", compare=False)
+    """The request's group (context, left out of equality)."""
     journey_id: str = field(default="", compare=False)
+    """The request's id (context, left out of equality)."""
 
     @property
     def route(self) -> str:
@@ -328,12 +332,18 @@ class Verdict:
     """What the router would do with one route for a request: try it (and when), or skip."""
 
     route: str
+    """The route's name."""
     position: int | None
+    """Its place in the order the routes would be tried (1 first), or None when skipped."""
     check: Check | None
+    """The check that would skip it, or None when it would be tried."""
     reason: str
+    """Why, as a sentence: the skip's reason, or for a route tried its reach, what it can
+    do, its estimate and its rate window."""
 
     @property
     def would_try(self) -> bool:
+        """Whether the route would be sent the request."""
         return self.position is not None
 
 
@@ -342,8 +352,12 @@ class Explanation:
     """The verdict for every route of a group, computed without sending anything."""
 
     group: str
+    """The group explained (`model=`)."""
     requirements: Requirements
+    """What the request needs, as read off its keyword arguments."""
     verdicts: tuple[Verdict, ...]
+    """One per route of the group: the ordered routes in their order, then those skipped
+    before ordering (disabled, an unknown model, the requirements, the floor)."""
 
     def __str__(self) -> str:
         width = max([len(v.route) for v in self.verdicts] + [5])

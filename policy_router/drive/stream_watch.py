@@ -76,8 +76,11 @@ class StreamRestart:
     """
 
     failed_route: str
+    """The route whose answer died after its first chunk."""
     next_route: str
+    """The route the answer starts again on."""
     chunks_seen: int
+    """How many chunks of the failed answer the caller received."""
 
 
 

@@ -71,7 +71,9 @@ class Money:
     """
 
     micros: int
+    """The amount in millionths of the currency (`Money(150)` is $0.000150)."""
     currency: str = "USD"
+    """An ISO 4217 code, as the price tables and budgets name it."""
 
     @classmethod
     def parse(cls, amount: str | int | Decimal, currency: str = "USD") -> Money:

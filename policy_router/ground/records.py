@@ -44,12 +44,19 @@ class Skip:
     left out of equality."""
 
     route: str
+    """The route's display name."""
     check: Check
+    """The check that stopped it (`Check.BUDGET`, `Check.BREAKER`, ...)."""
     reason: str
+    """Why, as a sentence naming what to change."""
     detail: Mapping[str, Any] = field(default_factory=dict)
+    """The check's numbers behind the sentence (a budget's `worst_case` and `left`, ...)."""
     group: str = field(default="", compare=False)
+    """The request's group, once recorded."""
     journey_id: str = field(default="", compare=False)
+    """The request's id, once recorded."""
     route_id: str = field(default="", compare=False)
+    """The route's identity (its name may change on reconfigure; this does not)."""
 
     def of_request(self, group: str, journey_id: str, route_id: str) -> Skip:
         """This skip as one request's: a copy with its context (a static skip is made once

@@ -193,10 +193,15 @@ class RestOpened:
     """A route started resting. `first` is True for the first rest of an outage."""
 
     route: str
+    """The route's name."""
     rest: float
+    """Seconds it rests before a probe."""
     failures: int
+    """Its consecutive failures when the rest began."""
     error: str
+    """The provider's text of the failure that began it, every secret redacted."""
     first: bool
+    """True for the first rest of an outage (the route was healthy before)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +209,9 @@ class RestClosed:
     """A route that had rested answered its probe: it is healthy again."""
 
     route: str
+    """The route's name."""
     failures: int
+    """The consecutive failures it had before the probe answered."""
 
 
 class HealthBook:

@@ -38,9 +38,13 @@ class Capabilities:
     """
 
     have: frozenset[Capability]
+    """What the route can do (`Capability.TOOLS`, `Capability.STREAMING`, ...)."""
     known: bool
+    """False when neither LiteLLM nor the route said anything about the model."""
     source: str
+    """Where the knowledge came from: "litellm", "declared" or "litellm+declared"."""
     why_unknown: str = ""
+    """What to do about an unknown model (empty when known)."""
 
     def __contains__(self, item: object) -> bool:
         return item in self.have

@@ -101,12 +101,19 @@ class OrderContext:
     """
 
     group: str
+    """The group being ordered."""
     facts: RequestFacts | None
+    """The request measured (prompt tokens, reply cap) for price decisions, if any."""
     now: float
+    """The router's clock now."""
     turn: int = 0
+    """This call's number in its group, for rotations."""
     failures: Callable[[str], int] = _no_failures
+    """A route's count of consecutive failures in the store, by route name."""
     endpoint: str = "chat"
+    """The kind of call: "chat", "embedding", "responses" or "completion" (text)."""
     streaming: bool = False
+    """True for a streamed call."""
 
 
 @runtime_checkable

@@ -43,11 +43,17 @@ class RetryContext:
     with every secret redacted, and the Retry-After it sent (seconds, or None)."""
 
     route: str
+    """The route's name."""
     attempt: int
+    """How many requests the route has had for this request, from 1."""
     kind: str
+    """The fault's kind: "server_error", "timeout", "rate_limited", ... (`FaultKind`)."""
     status: int | None
+    """The HTTP status, or None when no answer came (a timeout, a dropped connection)."""
     error: str
+    """The provider's text, every secret redacted."""
     retry_after: float | None
+    """The Retry-After the provider sent, in seconds, or None."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -150,13 +150,23 @@ class RouteScore:
     speed and cost qualities, and the `evidence` behind them."""
 
     route: str
+    """The route's name."""
     id: str
+    """The route's identity, which its history is kept under."""
     total: float
+    """The weighted sum of the qualities, 0..1: routes are tried highest first."""
     success_quality: float
+    """The success rate, drawn toward `Score.optimistic_start` while evidence is thin."""
     speed_quality: float
+    """0..1, 0.5 at the reference latency (`regular_latency_ref`, `streaming_ttft_ref`),
+    drawn toward `optimistic_start` likewise."""
     cost_quality: float
+    """The cheapest estimate of the group over this route's: 1 for the cheapest;
+    `optimistic_start` when unpriced. Weighed by `cost_weight` (0 by default)."""
     evidence: Evidence = field(default_factory=Evidence)
+    """The weighted attempts and latencies the qualities were read from."""
     streaming: bool = False
+    """True when scored for a stream (speed is then its time to first chunk)."""
 
     def __str__(self) -> str:
         e = self.evidence

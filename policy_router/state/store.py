@@ -81,12 +81,19 @@ class Health:
     """
 
     state: str = "closed"
+    """"closed" (asked), "open" (resting) or "half_open" (one probe may be sent)."""
     failures: int = 0
+    """Consecutive failures counted toward a rest (a 429 rests without counting)."""
     rest_until: float = 0.0
+    """When an open route may be probed, on the router's clock."""
     rest: float = 0.0
+    """Seconds of the last rest (doubled on a failed probe, up to `max_cooldown`)."""
     probing: bool = False
+    """True while one request holds the half-open probe."""
     last_error: str = ""
+    """The provider's text of the last failure, every secret redacted."""
     opened: int = 0
+    """How many outages the route has had: rests begun while it was closed."""
     rest_left: float = field(default=0.0, compare=False)
     """Seconds of rest left when the record was read by `router.health()` (0.0 when the
     route may be tried); the stores keep `rest_until`, on the router's clock."""

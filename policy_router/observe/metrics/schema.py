@@ -73,19 +73,34 @@ class MetricRow:
     rates and speed are read from). No key, no prompt, no reply text."""
 
     recorded_at: float
+    """When it was recorded, as the attempt ended: seconds since the epoch (the wall clock,
+    which processes share)."""
     scope: str
+    """Whose history it is (`Router(metrics_scope=)`, the router's `name` by default)."""
     route_id: str
+    """The route's identity, kept across renames."""
     model: str
+    """The LiteLLM model string the route sent to."""
     endpoint: str
+    """"chat", "embedding", "responses" or "completion"."""
     streaming: bool
+    """True for a streamed attempt."""
     outcome: str
+    """How it ended (see above)."""
     latency: float | None = None
+    """Seconds to the whole reply or to a stream's first chunk; None when none came."""
     duration: float | None = None
+    """A stream's whole length in seconds; None for a plain call."""
     tokens_in: int | None = None
+    """Prompt tokens the provider reported; None when it reported no usage."""
     tokens_out: int | None = None
+    """Reply tokens the provider reported; None when it reported no usage."""
     cost_micros: int | None = None
+    """What the attempt was charged, in millionths of `currency`; None when unpriced."""
     currency: str | None = None
+    """The currency of `cost_micros`."""
     journey_id: str = ""
+    """The request's id, as on its journey, logs and spans."""
 
     def values(self) -> tuple[object, ...]:
         return tuple(int(v) if isinstance(v, bool) else v for v in (getattr(self, c) for c in COLUMNS))
