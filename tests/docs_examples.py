@@ -26,7 +26,8 @@ from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 PACKAGE = "docs_examples"
-SKIP = "<!-- skip: next -->"
+# What reads a page's Python blocks and its skip directives (tests/test_docs.py adds its own).
+CODE_PARSERS = (PythonCodeBlockParser(), SkipParser())
 # Every page's examples may use the suite's FakeProvider as `fake` (tests/test_docs.py puts it
 # in each page's namespace). On line 1, which is a page's title, never code.
 PRELUDE = "from policy_router.testing import FakeProvider; fake: FakeProvider"
@@ -44,7 +45,7 @@ class Block:
 
 def python_blocks(page: Path) -> list[Block]:
     """The Python blocks of `page` in page order, visible and invisible, run or skipped."""
-    document = Sybil(parsers=[PythonCodeBlockParser(), SkipParser()]).parse(page)
+    document = Sybil(parsers=list(CODE_PARSERS)).parse(page)
     blocks, skip_next = [], False
     for example in document:
         if isinstance(example.parsed, tuple):  # a skip directive

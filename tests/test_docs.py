@@ -20,11 +20,10 @@ from pathlib import Path
 import pytest
 from sybil import Document, Example, Region, Sybil
 from sybil.example import NotEvaluated
-from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 
 from policy_router.testing import FakeProvider
 
-from .docs_examples import PAGES, PRELUDE, ROOT, python_blocks, write_modules
+from .docs_examples import CODE_PARSERS, PAGES, PRELUDE, ROOT, python_blocks, write_modules
 
 # Where the page says what the example before printed, and the key that example's output is
 # kept under in the page's namespace.
@@ -49,7 +48,7 @@ def _outputs(document: Document) -> Iterator[Region]:
         yield Region(match.start(), match.end(), match.group("shown"), _compare)
 
 
-SYBIL = Sybil(parsers=[PythonCodeBlockParser(), SkipParser(), _outputs])
+SYBIL = Sybil(parsers=[*CODE_PARSERS, _outputs])
 
 
 def _run(page: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> int:
@@ -119,10 +118,11 @@ def test_the_type_checked_examples_stand_on_their_pages_lines(tmp_path: Path) ->
     skipped = 0
     for module, page in written.items():
         code = Path(module).read_text().splitlines()
+        shown = page.read_text().splitlines()
         assert code[0] == PRELUDE
         for block in python_blocks(page):
             skipped += block.skipped
             for offset, text in enumerate(block.source.splitlines()):
                 assert code[block.line - 1 + offset] == text, (page, block.line + offset)
-                assert page.read_text().splitlines()[block.line - 1 + offset] == text
+                assert shown[block.line - 1 + offset] == text
     assert skipped >= 4  # the Redis, Redis Cluster, OpenTelemetry and frameworks blocks
