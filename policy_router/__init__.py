@@ -7,7 +7,7 @@ from loguru import logger as _logger
 
 from .config.changes import Changes, Reconfigured
 from .core.journey import Attempt, Explanation, Journey, Routed, Verdict, Waited
-from .drive.preflight import Verdict as PreflightVerdict
+from .drive.preflight import PreflightVerdict
 from .drive.stream import AsyncRoutedStream, RoutedStream, StreamRestart
 from .drive.stream_watch import IncompleteResponseWarning, UncheckedStreamWarning
 from .ground.capability import Capability

@@ -51,10 +51,13 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
-def fake(_fake_server: FakeProvider) -> FakeProvider:
-    """The session's FakeProvider, with scripts and counts cleared."""
+def fake(_fake_server: FakeProvider) -> Iterator[FakeProvider]:
+    """The session's FakeProvider, with scripts and counts cleared; a responder a test gives
+    it is taken away after the test."""
     _fake_server.reset()
-    return _fake_server
+    _fake_server.responder = None
+    yield _fake_server
+    _fake_server.responder = None
 
 
 def prices(**per_million: str) -> PriceTable:
@@ -113,3 +116,26 @@ class Stepped:
             return perform(self._core.store, result) if isinstance(result, Generator) else result
 
         return run
+
+
+KINDS = ("sync", "async", "stream", "astream")
+"""The four ways a chat call is made: what a promise about a call must hold for."""
+
+
+def call_as(router: Any, kind: str, **kwargs: Any) -> Any:
+    """Make one chat call the way `kind` says (`KINDS`), a stream read to its end; the
+    response, or the stream's chunks. Raises what the call raises."""
+    import asyncio
+
+    if kind == "sync":
+        return router.completion(**kwargs)
+    if kind == "stream":
+        return list(router.completion(stream=True, **kwargs))
+    if kind == "async":
+        return asyncio.run(router.acompletion(**kwargs))
+
+    async def drained() -> list[Any]:
+        stream = await router.acompletion(stream=True, **kwargs)
+        return [chunk async for chunk in stream]
+
+    return asyncio.run(drained())

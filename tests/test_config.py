@@ -259,3 +259,41 @@ def test_config_can_log_attempts(
     path = write(tmp_path, policy(fake, observers={"attempt_log": "attempts.sqlite"}))
     Router.from_config(path).completion(model="smart", messages=MESSAGES, max_tokens=5)
     assert [r["route"] for r in read_attempts(tmp_path / "attempts.sqlite")] == ["openai/b"]
+
+
+def test_yaml_anchors_and_merge_keys_load_as_safe_load_reads_them(
+    fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A policy file that shares a route's settings through `&anchor` and `<<: *anchor`
+    loads as `yaml.safe_load` reads it: the merged keys arrive, a key of the route's own
+    overrides a merged one, and a key written twice in one mapping is still refused."""
+    import yaml
+
+    monkeypatch.setenv("FAKE_KEY", "sk-from-env")
+    text = f"""
+groups:
+  smart:
+    routes:
+      - &common
+        model: openai/a
+        api_base: {fake.base_url}
+        api_key: os.environ/FAKE_KEY
+        reach: vendor
+        capabilities: {{tools: true}}
+      - <<: *common
+        model: openai/b
+        rpm: 7
+"""
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    assert yaml.safe_load(text)["groups"]["smart"]["routes"][1]["model"] == "openai/b"
+    router = Router.from_config(path)
+    b = router.routes[1]
+    assert (b.model, b.rpm, b.kwargs["api_base"]) == ("openai/b", 7, fake.base_url)
+    assert b.capabilities is not None and b.capabilities.get("tools") is True
+    fake.script("a", Fail(503))
+    routed = router.route(model="smart", messages=MESSAGES, max_tokens=5)
+    assert routed.route.model == "openai/b"
+    path.write_text(text + "        rpm: 8\n")
+    with pytest.raises(ConfigError, match="duplicate key 'rpm'"):
+        Router.from_config(path)

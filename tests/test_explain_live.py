@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from policy_router import Budget, Order, PriceTable, Route, Router
@@ -86,3 +86,74 @@ def test_the_live_order_is_what_explain_said(fake: FakeProvider, table: dict[str
         raise AssertionError("every route was scripted to fail")
     tried = [a.route for a in journey.attempts]
     assert tried == said, (table, said, tried)
+
+
+@st.composite
+def scored_tables(draw: st.DrawFn) -> dict[str, Any]:
+    """Routes whose input and output rates differ (so a request's own token counts change
+    which is cheaper), ordered by `Order.SCORE` with every weight drawn, cost's included,
+    alone or after a sticky list."""
+    count = draw(st.integers(2, 4))
+    names = [f"r{i}" for i in range(count)]
+    rate = st.sampled_from(["0.1", "1", "3", "20", "60"])
+    return {
+        "names": names,
+        "rates": {n: draw(st.none() | st.tuples(rate, rate)) for n in names},
+        "weights": {
+            "success_weight": draw(st.sampled_from([0.5, 1.0, 3.0])),
+            "speed_weight": draw(st.sampled_from([0.0, 1.0])),
+            "cost_weight": draw(st.sampled_from([0.0, 0.5, 1.0, 5.0])),
+        },
+        "sticky": draw(st.booleans()),
+        "mode": draw(st.sampled_from(["sync", "async"])),
+        "words": draw(st.sampled_from([1, 300, 3000])),
+        "max_tokens": draw(st.none() | st.sampled_from([1, 50, 4000])),
+    }
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(table=scored_tables())
+@example(table={  # a short prompt and a long reply: the route cheap on output is cheaper
+    "names": ["r0", "r1"], "rates": {"r0": ("0.1", "60"), "r1": ("60", "0.1")},
+    "weights": {"success_weight": 0.5, "speed_weight": 0.0, "cost_weight": 5.0},
+    "sticky": False, "mode": "sync", "words": 1, "max_tokens": 4000,
+})
+def test_the_live_order_under_a_score_with_a_cost_weight_is_what_explain_said(
+    fake: FakeProvider, tmp_path_factory: Any, table: dict[str, Any]
+) -> None:
+    """`Order.SCORE` weighing cost ranks by the request's own estimated price: the live call
+    counts the prompt as `explain` does, so it tries the routes in the order explain said."""
+    from policy_router import Score, SQLiteMetrics
+
+    fake.reset()
+    priced = {n: r for n, r in table["rates"].items() if r is not None}
+    prices = PriceTable.from_dict({
+        "currency": "USD", "as_of": "2026-12-01", "source": "test",
+        "models": {f"openai/{n}": {"input": r[0], "output": r[1]} for n, r in priced.items()},
+    })
+    routes = [
+        Route(f"openai/{n}", group="g", api_base=fake.base_url, api_key=f"sk-test-{n}",
+              capabilities=CAPS, prices=prices, output_limit=5000)
+        for n in table["names"]
+    ]
+    order: Any = Order.SCORE
+    if table["sticky"]:
+        order = Order.sticky([f"openai/{table['names'][-1]}"], then=Order.SCORE)
+    metrics = SQLiteMetrics(tmp_path_factory.mktemp("score") / "m.sqlite")
+    router = Router(routes, order=order, breaker=None, metrics=metrics, score=Score(**table["weights"]))
+    kw: dict[str, Any] = {"messages": [{"role": "user", "content": "word " * table["words"]}]}
+    if table["max_tokens"] is not None:
+        kw["max_tokens"] = table["max_tokens"]
+    said = [v.route for v in router.explain(model="g", **kw).verdicts if v.would_try]
+    for name in table["names"]:
+        fake.script(name, Fail(503))
+    try:
+        if table["mode"] == "sync":
+            router.completion(model="g", **kw)
+        else:
+            asyncio.run(router.acompletion(model="g", **kw))
+    except Exception as error:
+        journey = error.journey  # type: ignore[attr-defined]
+    else:
+        raise AssertionError("every route was scripted to fail")
+    assert [a.route for a in journey.attempts] == said, (table, said)

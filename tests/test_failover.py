@@ -157,7 +157,9 @@ def _router(fake: FakeProvider, fault: Fault, profile: bool, restarts: list[obje
          "hedge": Hedge(after="p95", otherwise=10 * S)}
         if profile else {}
     )
-    return Router(routes, retry=Retry(attempts=ATTEMPTS, backoff=0.5 * S), **extra, **kw)
+    # The profile waits out a short Retry-After (5 s) on the preferred route.
+    retry = Retry(attempts=ATTEMPTS, backoff=0.5 * S, rate_limited_wait=5 * S if profile else 0)
+    return Router(routes, retry=retry, **extra, **kw)
 
 
 @dataclass

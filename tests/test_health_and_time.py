@@ -437,3 +437,44 @@ def test_an_attempt_log_from_an_earlier_version_is_brought_up_to_date(
     rows = read_attempts(path)
     assert [r["route"] for r in rows] == ["x", "openai/a", "openai/b"]
     assert rows[0]["error"] is None and "overloaded" in rows[1]["error"]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_short_retry_after_is_waited_out_on_the_preferred_route_when_asked(
+    fake: FakeProvider, driver: str
+) -> None:
+    """`Retry(rate_limited_wait=1)`: a 429 naming a 0.3 s Retry-After on the first route is
+    waited out there (the route answers, the fallback is never asked); without it the
+    fallback is asked at once; a Retry-After longer than the setting still moves on."""
+    said = Fail(429, retry_after=0.3)
+    for wait, expected in ((1.0, "openai/a"), (0.0, "openai/b"), (0.2, "openai/b")):
+        fake.reset()
+        fake.script("a", said, Reply("after the wait"))
+        router = Router([
+            fake_route(fake, "a", retry=Retry(attempts=2, rate_limited_wait=wait)),
+            fake_route(fake, "b"),
+        ])
+        routed = open_request(router, driver)
+        assert routed.route.name == expected, (wait, routed.journey)
+        if expected == "openai/a":
+            assert routed.journey.attempts[1].wait == 0.3 and fake.requests("b") == 0
+
+
+@pytest.mark.parametrize("verdict", [True, False])
+def test_a_retry_decision_is_asked_for_a_429_while_other_routes_are_queued(
+    fake: FakeProvider, verdict: bool
+) -> None:
+    """`Retry(decide=...)` is your decision for every fault about the provider, a 429 with
+    another route queued included: True waits out its Retry-After on the same route, False
+    asks the next route."""
+    asked: list[Any] = []
+
+    def decide(context: Any) -> bool:
+        asked.append(context)
+        return verdict
+
+    fake.script("a", Fail(429, retry_after=0.2), Reply("after the wait"))
+    router = Router([fake_route(fake, "a", retry=Retry(attempts=2, decide=decide)), fake_route(fake, "b")])
+    routed = router.route(model="g", messages=MESSAGES)
+    assert [(c.kind, c.retry_after) for c in asked] == [("rate_limited", 0.2)]
+    assert routed.route.name == ("openai/a" if verdict else "openai/b")

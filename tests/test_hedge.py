@@ -221,3 +221,162 @@ def test_the_p95_delay_is_read_from_the_route_s_own_history() -> None:
 def test_a_bad_hedge_names_its_field(kw: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError, match=f"Hedge {field}"):
         Hedge(**kw)
+
+
+def _hedged_router(fake: FakeProvider, seen: list[Any], **policies: Any) -> Router:
+    """Two slow routes, a hedge after 0.05 s, a budget and rate limits to hold things."""
+    for model in ("a", "b"):
+        fake.script(model, Hang(1.5, Reply("late", usage=(5, 3))))
+    return Router(
+        [fake_route(fake, m, prices=prices(a="1000", b="1000"), rpm=100) for m in ("a", "b")],
+        budget=Budget("5.00"),
+        hedge=Hedge(after=0.05),
+        observers=[seen.append],
+        **policies,
+    )
+
+
+def _nothing_held(router: Router) -> bool:
+    spending = router.spending()
+    usage = router.usage()
+    return (
+        spending.reserved.micros == 0
+        and spending.in_flight == 0
+        and all(usage[r].in_flight == 0 for r in ("openai/a", "openai/b"))
+    )
+
+
+def _attempts(seen: list[Any]) -> list[Any]:
+    from policy_router import Attempt
+
+    return [s for s in seen if isinstance(s, Attempt)]
+
+
+@pytest.mark.parametrize("deadline", [None, 5.0])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_cancelling_a_hedged_async_call_records_each_request_once(
+    fake: FakeProvider, deadline: float | None, streamed: bool
+) -> None:
+    """The caller's task is cancelled while the first attempt and its hedge are both out:
+    each request the provider received is one attempt in the record (no double count), each
+    charged once (it may have billed), and nothing stays reserved or in flight."""
+    seen: list[Any] = []
+    router = _hedged_router(fake, seen, deadline=deadline)
+
+    async def go() -> None:
+        task = asyncio.ensure_future(
+            router.acompletion(model="g", messages=ASK, max_tokens=10, stream=streamed)
+        )
+        for _ in range(100):  # until both are out (the hedge leaves at 0.05 s)
+            if fake.requests() == 2:
+                break
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    attempts = _attempts(seen)
+    assert fake.requests() == 2
+    assert len(attempts) == fake.requests()
+    assert sorted(a.route for a in attempts) == ["openai/a", "openai/b"]
+    assert all(a.outcome == "cancelled" and a.sent for a in attempts)
+    assert _nothing_held(router)
+    assert router.spending().spent.micros == sum(a.cost.micros for a in attempts if a.cost)
+
+
+@pytest.mark.parametrize("deadline", [None, 5.0])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_ctrl_c_during_a_sync_hedged_call_holds_nothing_once_the_providers_answered(
+    fake: FakeProvider, monkeypatch: pytest.MonkeyPatch, deadline: float | None, streamed: bool
+) -> None:
+    """Ctrl-C while the first attempt and its hedge are out on workers: the interruption
+    goes on at once; the attempts end on their workers and settle then, so once both
+    providers answered nothing is reserved or in flight, and each request is charged once."""
+    from policy_router.drive import hedged
+
+    seen: list[Any] = []
+    router = _hedged_router(fake, seen, deadline=deadline)
+    real_wait = hedged.wait
+    calls = []
+
+    def interrupted_wait(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:  # the hedge has left: the caller presses Ctrl-C once both are out
+            for _ in range(100):
+                if fake.requests() == 2:
+                    break
+                time.sleep(0.02)
+            raise KeyboardInterrupt
+        return real_wait(*args, **kwargs)
+
+    monkeypatch.setattr(hedged, "wait", interrupted_wait)
+    with pytest.raises(KeyboardInterrupt):
+        result = router.completion(model="g", messages=ASK, max_tokens=10, stream=streamed)
+        if streamed:
+            list(result)
+    deadline_at = time.monotonic() + 5
+    while not _nothing_held(router) and time.monotonic() < deadline_at:
+        time.sleep(0.05)
+    assert fake.requests() == 2
+    assert _nothing_held(router)
+    spending = router.spending()
+    assert spending.calls == 2 and len(_attempts(seen)) == 2  # each request charged once
+    if not streamed:  # by the usage each reported: 8 tokens at $1,000 a million
+        assert spending.spent.micros == 2 * 8 * 1000
+    else:  # a stream nobody will read is closed and charged its reservation
+        assert spending.spent.micros > 2 * 8 * 1000 and spending.unmeasured == 2
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_hedges_add_at_most_their_share_under_a_uniformly_slow_provider(
+    fake: FakeProvider, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every request of both routes is slow (0.08 s against a hedge after 0.01 s): without
+    a bound every request would be sent twice. With the default `max_share` of 10%, forty
+    requests cost at most four hedges, and the journeys say why the others were not sent."""
+
+    def slow(path: str, body: dict[str, Any]) -> Step:
+        return Hang(0.08, Reply("hi there", usage=(5, 3)))
+
+    monkeypatch.setattr(fake, "responder", slow)
+    router = Router([fake_route(fake, m) for m in ("a", "b")], hedge=Hedge(after=0.01))
+    journeys = []
+    for _ in range(40):
+        if mode == "sync":
+            journeys.append(router.route(model="g", messages=ASK, max_tokens=5).journey)
+        else:
+            journeys.append(asyncio.run(router.aroute(model="g", messages=ASK, max_tokens=5)).journey)
+    hedges = fake.requests() - 40
+    assert 1 <= hedges <= 4
+    assert sum(len(j.attempts) for j in journeys) == fake.requests()
+    held_back = [s for j in journeys for s in j.skips if s.check == "hedge"]
+    assert len(held_back) == 40 - hedges and "Hedge.max_share" in held_back[0].reason
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "kwargs", "hedged"),
+    [
+        ("responses", {}, False),  # stored by default at the provider
+        ("responses", {"store": False}, True),
+        ("responses", {"store": False, "background": True}, False),
+        ("responses", {"store": False, "conversation": "conv_1"}, False),
+        ("chat", {"store": True}, False),
+        ("chat", {}, True),
+    ],
+)
+def test_a_call_with_a_side_effect_at_the_provider_is_never_hedged(
+    fake: FakeProvider, endpoint: str, kwargs: dict[str, Any], hedged: bool
+) -> None:
+    """A stored or background Responses call, a stored chat completion, a call that goes on
+    with a conversation: two attempts would do it twice at the provider, so however slow
+    the first one is, no second is sent."""
+    fake.script("a", Hang(0.3, Reply("late", usage=(5, 3))))
+    caps = {**CAPS, "responses": True, "chat": True}
+    router = Router([fake_route(fake, m, capabilities=caps) for m in ("a", "b")], hedge=Hedge(after=0.02))
+    if endpoint == "responses":
+        router.responses(model="g", input="hello", **kwargs)
+    else:
+        router.completion(model="g", messages=ASK, **kwargs)
+    time.sleep(0.35)  # a sync loser ends on its worker
+    assert fake.requests() == (2 if hedged else 1)

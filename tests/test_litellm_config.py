@@ -388,3 +388,39 @@ def test_a_misspelt_section_is_refused_with_the_one_it_resembles(tmp_path: Path)
     )
     with pytest.raises(ConfigError, match=r"router_setings.*did you mean 'router_settings'"):
         Router.from_config(path)
+
+
+def test_a_proxy_config_with_merge_keys_loads_as_litellm_reads_it(
+    fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LiteLLM reads its proxy config with `yaml.safe_load`, so `<<: *defaults` in a
+    deployment's litellm_params is an ordinary way to share settings: each deployment gets
+    the shared ones, its own keys winning, and the router routes through both."""
+    monkeypatch.setenv("FAKE_KEY", f"{KEY_PREFIX}merged")
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        f"""
+model_list:
+  - model_name: gpt
+    litellm_params: &defaults
+      model: openai/primary
+      api_base: {fake.base_url}
+      api_key: os.environ/FAKE_KEY
+      timeout: 30
+    model_info: &info {{supports_function_calling: true}}
+  - model_name: gpt
+    litellm_params:
+      <<: *defaults
+      model: openai/backup
+      timeout: 12
+    model_info: *info
+"""
+    )
+    router = Router.from_config(path)
+    primary, backup = router.routes
+    assert (primary.model, primary.kwargs["timeout"]) == ("openai/primary", 30)
+    assert (backup.model, backup.kwargs["timeout"]) == ("openai/backup", 12)
+    assert backup.kwargs["api_base"] == fake.base_url
+    fake.script("primary", Fail(503))
+    routed = router.route(model="gpt", messages=MESSAGES, max_tokens=5)
+    assert [a.route for a in routed.journey.attempts] == ["openai/primary", "openai/backup"]

@@ -515,3 +515,34 @@ def test_reservations_left_by_a_killed_process_can_be_dropped(url: str) -> None:
     assert store.drop_reservations("b") == 50
     state = store.spend_state("b")
     assert (state.spent, state.reserved, state.calls, state.holding) == (12, 0, 1, 0)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("breaker", [None, {"max_cooldown": 60.0}], ids=["default", "max_cooldown"])
+def test_a_huge_retry_after_rests_a_route_the_same_bound_on_every_store(
+    fake: FakeProvider, url: str, kind: str, breaker: dict[str, Any] | None
+) -> None:
+    """`Retry-After: 999999999` rests the route, and closes its rate window, for the one
+    documented bound (an hour: `RETRY_AFTER_CAP`), in memory and on Redis alike, whatever
+    the breaker's `max_cooldown`; the fallback answers meanwhile."""
+    import math
+
+    from policy_router import Breaker
+    from policy_router.ground.outcome import RETRY_AFTER_CAP
+
+    from .conftest import call_as, fake_route
+
+    rests = []
+    for store in (None, RedisStore(url, namespace=f"policy_router:ra-{time.monotonic_ns()}")):
+        fake.script("a", Fail(429, retry_after=999999999))
+        router = Router(
+            [fake_route(fake, "a", rpm=100), fake_route(fake, "b")],
+            breaker=Breaker(**breaker) if breaker else Breaker(),
+            **({"store": store} if store is not None else {}),
+        )
+        call_as(router, kind, model="g", messages=[{"role": "user", "content": "hi"}])
+        rests.append((router.resting()["openai/a"], router.usage()["openai/a"].closed_for))
+    for rest, closed in rests:
+        assert RETRY_AFTER_CAP - 5 < rest <= RETRY_AFTER_CAP
+        assert RETRY_AFTER_CAP - 5 < closed <= RETRY_AFTER_CAP
+    assert math.isclose(rests[0][0], rests[1][0], abs_tol=5)

@@ -316,3 +316,50 @@ def test_a_policy_file_gives_retries_to_the_first_route_only(
     bad = {**config, "retry": {"routes": "some"}}
     with pytest.raises(ConfigError, match="routes"):
         Router.from_config(bad)
+
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_stream_that_fails_before_its_first_chunk_gives_its_connection_back_at_once(
+    fake: FakeProvider, kind: str
+) -> None:
+    """The first route's Responses stream fails at its first event and the next route
+    answers: the failed stream's HTTP response is closed then, not left to the garbage
+    collector, which may run inside the HTTP client's own pool lock and deadlock it (seen
+    under load). With collection off, the failed route's response is closed all the same."""
+    import gc
+
+    from policy_router.drive import transport
+
+    sources: list[Any] = []
+    real_send, real_asend = transport.send, transport.asend
+
+    def send(*args: Any) -> Any:
+        sources.append(real_send(*args))
+        return sources[-1]
+
+    async def asend(*args: Any) -> Any:
+        sources.append(await real_asend(*args))
+        return sources[-1]
+
+    fake.script(FIRST, StreamError(after=0, event="response.failed", code="server_error"))
+    router = _responses_router(fake)
+    gc.disable()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(transport, "send", send)
+            patch.setattr(transport, "asend", asend)
+            if kind == "sync":
+                stream = router.responses(model="g", input="say it", stream=True)
+                text = "".join(getattr(e, "delta", "") or "" for e in stream)
+            else:
+                async def read() -> str:
+                    stream = await router.aresponses(model="g", input="say it", stream=True)
+                    return "".join([getattr(e, "delta", "") or "" async for e in stream])
+
+                text = asyncio.run(read())
+    finally:
+        gc.enable()
+    assert text == "Hello from FakeProvider."
+    failed, _answered = sources
+    assert failed.response.is_closed

@@ -23,6 +23,7 @@ from policy_router import (
     MonotonicClock,
     OverBudgetError,
     PriceTable,
+    RateLimitedError,
     RedisStore,
     Route,
     Router,
@@ -42,7 +43,7 @@ from policy_router.testing import FakeProvider, Reply
 
 from ._proxy import FaultProxy
 from ._redis import RedisServer
-from .conftest import KEY_PREFIX, MESSAGES
+from .conftest import KEY_PREFIX, KINDS, MESSAGES, call_as
 
 TABLE = PriceTable.from_dict(
     {
@@ -387,3 +388,26 @@ def persistent() -> Iterator[tuple[RedisServer, FaultProxy]]:
     behind a fault proxy."""
     with RedisServer(persist=True) as server, FaultProxy(server.port) as proxy:
         yield server, proxy
+
+
+@pytest.mark.parametrize("budgeted", [True, False])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_store_outage_under_a_rate_limit_is_an_outage(
+    fake: FakeProvider, kind: str, budgeted: bool
+) -> None:
+    """A route with an rpm limit cannot be counted while Redis is down, so nothing is sent;
+    the caller is told of the outage (`StoreUnavailableError`, with the journey), not that
+    the route has room again in an infinite number of seconds."""
+    store = RedisStore("redis://127.0.0.1:1/0", timeout=0.2, retry_every=0.05)
+    route = Route(
+        "openai/a", api_base=fake.base_url, api_key=f"{KEY_PREFIX}a", prices=TABLE, rpm=10,
+        capabilities={"streaming": True},
+    )
+    budget = Budget("1.00") if budgeted else None
+    router = Router([route], store=store, budget=budget)
+    with pytest.raises(StoreUnavailableError) as caught:
+        call_as(router, kind, model="openai/a", messages=MESSAGES, max_tokens=5)
+    assert not isinstance(caught.value, RateLimitedError)
+    assert "rate window store unreachable" in str(caught.value)
+    assert caught.value.journey is not None and not caught.value.journey.attempts
+    assert fake.requests() == 0

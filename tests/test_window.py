@@ -11,7 +11,7 @@ import pytest
 from policy_router import ConfigError, NoRouteError, Route, Router
 from policy_router.testing import Fail, FakeProvider
 
-from .conftest import CAPS, fake_route
+from .conftest import CAPS, KINDS, call_as, fake_route
 
 TOO_LONG = Fail(400, "This model's maximum context length is 8192 tokens.", code="context_length_exceeded")
 
@@ -133,3 +133,101 @@ def test_a_model_list_reads_max_input_tokens(fake: FakeProvider) -> None:
     ])
     routed = router.route(model="g", messages=_prompt(100))
     assert routed.route.name == "openai/gpt-4o" and fake.requests("gpt-4o-mini") == 0
+
+
+def _tools(words: int) -> list[dict[str, Any]]:
+    return [{
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "lorem " * words,
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        },
+    }]
+
+
+def _images(count: int) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = [{"type": "text", "text": "What do these show?"}]
+    parts += [
+        {"type": "image_url", "image_url": {"url": f"https://example.com/{i}.png"}}
+        for i in range(count)
+    ]
+    return [{"role": "user", "content": parts}]
+
+
+WHAT_IS_SENT = {
+    "tools": lambda: {"messages": _prompt(100), "tools": _tools(2_000)},
+    "images": lambda: {"messages": _images(20)},
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("sent", sorted(WHAT_IS_SENT))
+def test_the_window_counts_what_is_sent_beside_the_messages(
+    fake: FakeProvider, sent: str, kind: str
+) -> None:
+    """Tool schemas (2,000 words) and image parts (20 images, which LiteLLM counts at 85
+    tokens each) count toward a 1,500-token window although the messages' own bytes fit it:
+    the small route is never sent to, and explain() lists the same skip."""
+    router = Router([
+        fake_route(fake, "small", context_window=1_500, capabilities={**CAPS, "images": True}),
+        fake_route(fake, "big", context_window=1_000_000, capabilities={**CAPS, "images": True}),
+    ])
+    kwargs = WHAT_IS_SENT[sent]()
+    verdicts = {v.route: v for v in router.explain(model="g", **kwargs).verdicts}
+    assert verdicts["openai/small"].check == "context_window"
+    assert verdicts["openai/big"].position == 1
+    call_as(router, kind, model="g", **kwargs)
+    assert fake.requests("small") == 0 and fake.requests("big") == 1
+
+
+def test_the_route_s_own_reply_cap_counts_toward_its_window(fake: FakeProvider) -> None:
+    """A route whose kwargs set `max_tokens=900` sends that cap with every call: a prompt
+    that fits the window alone but not beside that cap is not sent there."""
+    router = Router([
+        fake_route(fake, "small", context_window=1_000, max_tokens=900),
+        fake_route(fake, "big"),
+    ])
+    routed = router.route(model="g", messages=_prompt(200))
+    assert routed.route.name == "openai/big" and fake.requests("small") == 0
+    assert "+ reply cap 900 > window 1,000" in routed.journey.skips[0].reason
+    verdicts = {v.route: v for v in router.explain(model="g", messages=_prompt(200)).verdicts}
+    assert verdicts["openai/small"].check == "context_window"
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "This model's maximum prompt length is 131072 but the request contains 140000 tokens.",
+        "The decoder prompt (length 9000) is longer than the maximum model length of 8192. "
+        "Make sure that `max_model_len` is no smaller than the number of text tokens.",
+        "Input length 9000 exceeds the context limit of 8192 for this deployment.",
+        "request rejected: prompt token count (9001) is greater than the model window size",
+    ],
+    ids=["xai", "vllm", "unmapped-1", "unmapped-2"],
+)
+def test_a_provider_s_own_words_for_too_long_move_to_a_larger_window(
+    fake: FakeProvider, said: str
+) -> None:
+    """xAI, vLLM and servers LiteLLM does not map say "too long" in their own words: the
+    request moves on to a larger window, skipping one no larger, and the route is not
+    blamed."""
+    fake.script("a", Fail(400, said))
+    router = Router([
+        fake_route(fake, "a", context_window=8_192),
+        fake_route(fake, "same", context_window=8_192),
+        fake_route(fake, "larger", context_window=32_768),
+    ])
+    routed = router.route(model="g", messages=_prompt(20))
+    assert routed.route.name == "openai/larger" and fake.requests("same") == 0
+    assert router.health()["openai/a"].failures == 0
+
+
+def test_a_bad_request_about_something_else_still_stops(fake: FakeProvider) -> None:
+    """A 400 that is about the request but not its length stops, as before: every route
+    would fail alike."""
+    fake.script("a", Fail(400, "Invalid value for 'temperature': must be between 0 and 2."))
+    router = Router([fake_route(fake, "a", context_window=8_192), fake_route(fake, "b", context_window=32_768)])
+    with pytest.raises(Exception, match="temperature"):
+        router.completion(model="g", messages=_prompt(20))
+    assert fake.requests("b") == 0

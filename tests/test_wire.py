@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import ipaddress
 import os
 import sqlite3
@@ -21,7 +22,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,180 @@ def test_a_client_made_while_a_proxy_was_set_is_stopped_by_the_guard(
             router.completion(model="g", messages=HI, on_device=True)
     assert seen >= 1 and all(_loopback(h) for h in connects)
     assert proxy.connections == seen and fake.requests() == received
+
+
+@pytest.fixture
+def redirector(vendor: FakeProvider) -> Iterator[str]:
+    """A server on loopback that answers every request with a 307 to the vendor off the
+    machine, keeping its connections open: an `api_base` that looks on-device."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(307)
+            self.send_header("Location", vendor.base_url + self.path.removeprefix("/v1"))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *_: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "stream", "async", "astream"])
+def test_a_redirect_never_carries_an_on_device_prompt_off_the_machine(
+    vendor: FakeProvider, redirector: str, mode: str
+) -> None:
+    """A loopback server answers 307 to a host elsewhere. An ordinary call follows it (the
+    HTTP client LiteLLM keeps then holds a connection there); an `on_device=True` call
+    after it, and a first one, are refused before the redirect is sent, on the kept
+    connection or a new one: the vendor receives only the ordinary call."""
+    vendor.reset()
+    key = f"sk-wire-redirect-{mode}-{time.monotonic_ns()}"
+    router = Router([Route("openai/local", group="g", api_base=redirector, api_key=key,
+                           capabilities=CAPS)])
+    first = Router([Route("openai/local", group="g", api_base=redirector, api_key=key + "-new",
+                          capabilities=CAPS)])
+    secret = [{"role": "user", "content": "the on-device secret"}]
+    streamed = mode in ("stream", "astream")
+
+    def call(on: Router, **kw: Any) -> Any:
+        if streamed:
+            return list(on.completion(model="g", messages=secret, stream=True, **kw))
+        return on.completion(model="g", messages=secret, **kw)
+
+    async def acall(on: Router, **kw: Any) -> Any:
+        if streamed:
+            stream = await on.acompletion(model="g", messages=secret, stream=True, **kw)
+            return [chunk async for chunk in stream]
+        return await on.acompletion(model="g", messages=secret, **kw)
+
+    async def both() -> list[BaseException | None]:
+        await acall(router)  # one loop: the kept client and its connections are reused
+        found: list[BaseException | None] = []
+        for on in (router, first):
+            try:
+                await acall(on, on_device=True)
+                found.append(None)
+            except NoRouteError as refused:
+                found.append(refused)
+        return found
+
+    if mode in ("async", "astream"):
+        refusals = asyncio.run(both())
+    else:
+        call(router)
+        refusals = []
+        for on in (router, first):
+            try:
+                call(on, on_device=True)
+                refusals.append(None)
+            except NoRouteError as refused:
+                refusals.append(refused)
+    assert vendor.requests() == 1  # the ordinary call alone
+    assert all(r is not None and "leave this machine" in str(r) for r in refusals), refusals
+
+
+def _client_kinds() -> dict[str, Callable[[], Any]]:
+    """The HTTP clients LiteLLM and the OpenAI SDK really keep, by kind: httpx's, the OpenAI
+    SDK's (httpx inside), LiteLLM's aiohttp transport under httpx, and httpx2's."""
+    import aiohttp
+    import httpx
+    import httpx2
+    import openai
+    from litellm.llms.custom_httpx.aiohttp_transport import LiteLLMAiohttpTransport
+
+    return {
+        "httpx": httpx.Client,
+        "httpx-async": httpx.AsyncClient,
+        "openai": lambda: openai.OpenAI(api_key="sk-wire-kinds", base_url="http://127.0.0.1:9/v1"),
+        "openai-async": lambda: openai.AsyncOpenAI(api_key="sk-wire-kinds", base_url="http://127.0.0.1:9/v1"),
+        "aiohttp": lambda: httpx.AsyncClient(
+            transport=LiteLLMAiohttpTransport(client=lambda: aiohttp.ClientSession())
+        ),
+        "httpx2": httpx2.Client,
+        "httpx2-async": httpx2.AsyncClient,
+    }
+
+
+@pytest.mark.parametrize("kind", sorted(_client_kinds()))
+def test_the_guard_holds_every_kind_of_kept_client_on_a_kept_connection(
+    vendor: FakeProvider, redirector: str, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever HTTP library a kept client is of (httpx, aiohttp under LiteLLM's transport,
+    httpx2): after it followed a redirect off the machine once (it then holds a connection
+    there), the same redirect during an on-device attempt is refused before it is sent."""
+    from policy_router.drive import guard
+    from policy_router.ground.outcome import OffDeviceConnection
+
+    made = _client_kinds()[kind]()
+    http = getattr(made, "_client", made)  # an SDK client's HTTP client
+    monkeypatch.setattr(litellm.in_memory_llm_clients_cache, "cache_dict", {"kinds": made})
+    url = f"{redirector}/chat/completions"
+    body = {"model": "local", "messages": [{"role": "user", "content": "secret"}]}
+
+    async def apost(on_device: bool) -> Any:
+        if on_device:
+            with guard.on_device(frozenset()):
+                return await http.post(url, json=body, follow_redirects=True)
+        return await http.post(url, json=body, follow_redirects=True)
+
+    def post(on_device: bool) -> Any:
+        if inspect.iscoroutinefunction(http.post):
+            return asyncio.run(apost(on_device))
+        if on_device:
+            with guard.on_device(frozenset()):
+                return http.post(url, json=body, follow_redirects=True)
+        return http.post(url, json=body, follow_redirects=True)
+
+    async def both() -> None:  # one loop, so the async client keeps its connection
+        await apost(False)
+        guard.watch_kept()
+        with pytest.raises(OffDeviceConnection):
+            await apost(True)
+
+    vendor.reset()
+    if inspect.iscoroutinefunction(http.post):
+        asyncio.run(both())
+    else:
+        post(False)
+        guard.watch_kept()
+        with pytest.raises(OffDeviceConnection):
+            post(True)
+    assert vendor.requests() == 1  # the ordinary request alone reached the vendor
+    guard.watch_kept()  # a second look adds no second hook
+    assert len(http.event_hooks["request"]) == 1
+
+
+@pytest.mark.parametrize("library", ["httpx", "httpx2"])
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_kept_client_of_either_library_made_with_a_proxy_is_named(
+    library: str, asynchronous: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy check reads a kept client's own choice of transport, made in its own URL
+    type: httpx's and httpx2's clients made with a proxy off this machine are both named;
+    one whose proxy is on loopback is not."""
+    import importlib
+
+    from policy_router.drive import guard
+
+    module = importlib.import_module(library)
+    kind = module.AsyncClient if asynchronous else module.Client
+    far, near = kind(proxy=f"http://{OUTSIDE}:3128"), kind(proxy="http://127.0.0.1:3128")
+    monkeypatch.setattr(litellm.in_memory_llm_clients_cache, "cache_dict", {"far": far})
+    assert guard.kept_proxy(["http://127.0.0.1:9/v1"]) == f"{OUTSIDE}:3128"
+    monkeypatch.setattr(litellm.in_memory_llm_clients_cache, "cache_dict", {"near": near})
+    assert guard.kept_proxy(["http://127.0.0.1:9/v1"]) is None
 
 
 @pytest.mark.parametrize(

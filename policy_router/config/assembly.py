@@ -193,6 +193,7 @@ def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assem
         frame=fan_out(framed) if framed else None,
         hedge=_hedge(a["hedge"], routes),
         latencies=previous.planner.latencies if previous is not None else None,
+        hedge_shares=previous.planner.hedge_shares if previous is not None else None,
     )
     if previous is not None:
         planner.carry_turns(previous.planner)

@@ -10,8 +10,7 @@ from dataclasses import replace
 from datetime import date
 from typing import Any
 
-from ..drive.preflight import Verdict as PreflightVerdict
-from ..drive.preflight import embeds_only, preflight_route, problems, rest_denied
+from ..drive.preflight import PreflightVerdict, embeds_only, preflight_route, problems, rest_denied
 from ..ground.errors import ConfigError
 from ..ground.route import shared_ids
 from ..observe.metrics.report import report_of, since_cutoff

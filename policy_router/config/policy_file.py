@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..ground import catalog
 from ..ground.errors import ConfigError
+from ..ground.money import Money
 from ..ground.route import Route
 from ..ground.secrets import is_secret_name
 from ..policies.breaker import Breaker
@@ -289,11 +290,9 @@ def routes_and_policies(
         "order": orders,
         "budget": _at(
             f"{source}: budget.cap",
-            Budget,
-            b.cap,
-            b.currency,
-            unpriced=b.unpriced,
-            strict=b.strict,
+            lambda: Budget(
+                Money.parse(b.cap, b.currency), b.currency, unpriced=b.unpriced, strict=b.strict
+            ),
         )
         if b
         else None,

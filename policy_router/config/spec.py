@@ -54,6 +54,8 @@ class RetrySpec(_Strict):
     """The faults retried (`[server_error, timeout, ...]`); absent: all but timeouts."""
     routes: Literal["all", "first"] = "all"
     """`first`: only the first route the request was sent to is retried."""
+    rate_limited_wait: float = 0.0
+    """The longest Retry-After a 429 may name and still be waited out on its route."""
 
     def made(self) -> Retry:
         given = self.model_dump(exclude_none=True)
@@ -111,6 +113,8 @@ class HedgeSpec(_Strict):
     """The wait while a route has too few samples for its percentile."""
     samples: int = 20
     """How many of a route's latencies make its percentile."""
+    max_share: float = 0.1
+    """The most hedges per request of the group, over its recent requests."""
 
 
 class GroupSpec(_Strict):

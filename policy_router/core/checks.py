@@ -8,7 +8,7 @@ for a request, asking the budget what it would do without reserving anything.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -19,15 +19,12 @@ from ..policies.bounds import RequestFacts, counted_tokens
 from ..policies.budget import Ledger
 from ..policies.candidate import Candidate
 from ..policies.limits import describe
-from ..policies.order import DEFAULT_REPLY_TOKENS
+from ..policies.order import DEFAULT_REPLY_TOKENS, Arrange
 from ..policies.requirements import Requirements
 from ..state.store import perform
 from .journey import Explanation, Verdict
 
-__all__ = ["Ordering", "explain", "sift", "static_skip"]
-
-
-Ordering = Callable[[Sequence[Candidate]], Sequence[Candidate]]
+__all__ = ["explain", "sift", "static_skip"]
 
 
 def static_skip(candidate: Candidate, needs: Requirements) -> Skip | None:
@@ -82,19 +79,22 @@ def explain(
     group: str,
     candidates: Sequence[Candidate],
     needs: Requirements,
-    ordering: Ordering | None = None,
+    ordering: Arrange | None = None,
     ledger: Ledger | None = None,
     facts: RequestFacts | None = None,
     windows: Mapping[str, Any] | None = None,
     notes: Mapping[str, str] | None = None,
+    sifted: tuple[Sequence[Candidate], Sequence[Skip]] | None = None,
 ) -> Explanation:
     """Every route's verdict for a request, in the order the router would consider them.
 
     Nothing is sent and nothing is reserved: the budget is asked what it would do now, and
     a rate-limited route shows its window ("rpm 42/60"); `notes` (by route id) are what the
-    ordering says of each route (`Order.SCORE`: its score and parts).
+    ordering says of each route (`Order.SCORE`: its score and parts). `sifted` is the
+    request's own sifting when the caller made it (the context window's skips among them),
+    else the static checks are made here.
     """
-    eligible, skipped = sift(candidates, needs)
+    eligible, skipped = sifted if sifted is not None else sift(candidates, needs)
     skips = {s.route: s for s in skipped}
     verdicts: list[Verdict] = []
     for c in ordering(eligible) if ordering else eligible:

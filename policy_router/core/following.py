@@ -35,8 +35,14 @@ class Following(Outcomes):
             self.expired = True
             return "deadline passed"
         policy = self._retry(send.route) if self._retry is not None else None
-        if fault.kind is FaultKind.RATE_LIMITED and any(c.id != send.candidate.id for c, _, _ in self._queue):
-            # The provider said "not now": another route is asked before this one again.
+        if (
+            policy is not None
+            and fault.kind is FaultKind.RATE_LIMITED
+            and any(c.id != send.candidate.id for c, _, _ in self._queue)
+            and not policy.waits_out(fault)
+        ):
+            # The provider said "not now" without a short wait: another route is asked
+            # before this one again.
             policy = None
         wait = None
         if policy is not None:

@@ -23,19 +23,20 @@ from ..ground.clock import Clock
 from ..ground.errors import StoreUnavailableError
 from ..ground.ids import new_id
 from ..ground.outcome import Fault
-from ..ground.records import Skip
+from ..ground.records import Check, Skip
 from ..ground.route import Route
 from ..ground.secrets import Scrubber
 from ..policies import continuity
 from ..policies.budget import Ledger, RequestFacts
 from ..policies.candidate import Candidate
-from ..policies.hedge import Hedge, Latencies
+from ..policies.hedge import Hedge, HedgeShares, Latencies
+from ..policies.order import Arrange
 from ..policies.requirements import Requirements
 from ..state.memory import InMemoryStore
 from ..state.store import Health, Steps, Store, StoreCall, StoreDeadline, perform
 from .capacity import Capacity
 from .checkpoint import wire_for
-from .checks import Ordering, sift
+from .checks import sift
 from .endings import Endings
 from .events import AttemptStarted, RequestEnded, RequestStarted
 from .gate import Admitted, Gate, Send
@@ -75,7 +76,7 @@ class Plan(Endings, Capacity):
         needs: Requirements,
         *,
         clock: Clock,
-        ordering: Ordering | None = None,
+        ordering: Arrange | None = None,
         by_health: Callable[[Sequence[Candidate], Mapping[str, Health]], Sequence[Candidate]]
         | None = None,
         ledger: Ledger | None = None,
@@ -103,6 +104,7 @@ class Plan(Endings, Capacity):
         id: str | None = None,
         hedge: Hedge | None = None,
         latencies: Latencies | None = None,
+        shares: HedgeShares | None = None,
     ) -> None:
         self.group = group
         self.operation = operation
@@ -173,6 +175,8 @@ class Plan(Endings, Capacity):
         self._adopted: Send | None = None
         self._hedge = hedge
         self._latencies = latencies
+        self._shares = shares
+        self._counted = False  # as a request that may hedge, in `shares`
 
     @property
     def observed(self) -> bool:
@@ -323,6 +327,9 @@ class Plan(Endings, Capacity):
         hedge policy, or no route queued to hedge it with)."""
         if self._hedge is None or not self._queue or self._queue[0][1]:
             return None
+        if self._shares is not None and not self._counted:
+            self._counted = True
+            self._shares.request(self.group)
         return self._hedge.delay(self._latencies or Latencies(), send.route.id)
 
     def hedge(self) -> Steps[Send | None]:
@@ -335,10 +342,18 @@ class Plan(Endings, Capacity):
         if not self._queue or (self.deadline is not None and self.deadline.passed()):
             return None
         candidate, wait, number = self._queue[0]
+        share = self._hedge.max_share if self._hedge is not None else 1.0
+        if self._shares is not None and not self._shares.take(self.group, share):
+            self._record(Skip(candidate.name, Check.HEDGE, (
+                f"hedge not sent: hedges reached {share:.0%} of group {self.group!r}'s "
+                "recent requests (Hedge.max_share)"), {"max_share": share}))
+            return None
         self._sends += 1
         token = f"{self.id}.{self._sends}"
         admitted = yield from self._gate.admit(candidate, self._clock.now(), token)
         if isinstance(admitted, Skip):
+            if self._shares is not None:
+                self._shares.give_back(self.group)
             self._record(replace(admitted, reason=f"hedge not sent: {admitted.reason}"))
             return None
         self._queue.popleft()

@@ -17,6 +17,7 @@ from ..ground.errors import (
     OverBudgetError,
     RateLimitedError,
     RefusedError,
+    StoreUnavailableError,
 )
 from ..ground.outcome import Fault, FaultKind
 from ..ground.records import Check
@@ -38,7 +39,9 @@ def unanswered(
 
     After real attempts: the last provider's own exception `last`, with the journey
     attached as `.journey` and in its notes (a refusal becomes `RefusedError` from it).
-    With nothing sent: `OverBudgetError` when the budget refused a route, else
+    With nothing sent: `OverBudgetError` when the budget refused a route (its store
+    unreachable included, as ever), `StoreUnavailableError` when a rate window could not be
+    read, `RateLimitedError` or `AllRestingError` when every route was full or resting, else
     `NoRouteError`, naming what each route lacked.
     """
     if stop is not None and not stop.sent and last is not None:
@@ -88,6 +91,14 @@ def unanswered(
     )
     if any(s.check is Check.BUDGET for s in journey.skips):
         return OverBudgetError(message + "; nothing was sent", journey=journey)
+    if any(s.detail.get("store_unreachable") for s in journey.skips) and not last:
+        # A limit that could not be read is no limit reached: the caller is told of the
+        # outage, not asked to come back in an infinite number of seconds.
+        return StoreUnavailableError(
+            f"the shared store could not be reached, so group {journey.group!r} could not "
+            f"be checked against its limits; nothing was sent: {reasons}",
+            journey=journey,
+        )
     resting = [s for s in journey.skips if s.check is Check.BREAKER]
     limited = [s for s in journey.skips if s.check is Check.RATE_LIMIT]
     if limited and not last:

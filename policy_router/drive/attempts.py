@@ -12,10 +12,10 @@ from ..ground.outcome import Fault, FaultKind
 from ..state.store import Steps
 from . import failures
 
-__all__ = ["NO_FIRST_TOKEN", "Cut", "cut", "failed", "no_first_token"]
+__all__ = ["NO_FIRST_TOKEN", "AttemptCut", "cut", "failed", "no_first_token"]
 
 
-class Cut(Exception):
+class AttemptCut(Exception):
     """`asyncio.timeout` cut an async attempt: by its own first-token limit or by the
     request's deadline. `fault` is what the plan is told; `error` what the request raises
     if no route answers."""
@@ -52,10 +52,10 @@ def no_first_token(send: Send, limit: float) -> Fault:
 def failed(plan: Plan, send: Send, exc: Exception) -> Steps[bool]:
     """Tell the plan an attempt failed; False when `exc` is not a provider outcome (a bug
     or a misuse on this side), which the driver then re-raises unchanged. An attempt cut
-    by the deadline or its first-token limit (`Cut`) carries its fault."""
-    fault = exc.fault if isinstance(exc, Cut) else failures.classify(exc, send.wire)
+    by the deadline or its first-token limit (`AttemptCut`) carries its fault."""
+    fault = exc.fault if isinstance(exc, AttemptCut) else failures.classify(exc, send.wire)
     if fault is None:
         plan.scrub(exc)  # in place: the driver re-raises the same exception, scrubbed
         return False
-    yield from plan.failed(send, fault, exc.error if isinstance(exc, Cut) else exc)
+    yield from plan.failed(send, fault, exc.error if isinstance(exc, AttemptCut) else exc)
     return True

@@ -6,14 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..core.checks import explain
+from ..core.checks import explain, sift
 from ..core.journey import Explanation
-from ..endpoints import Endpoint
+from ..endpoints import Endpoint, with_messages
 from ..policies.bounds import RequestFacts
 from ..policies.candidate import Candidate
 from ..policies.order import BY_WINDOWS, Order, OrderContext
 from ..policies.requirements import Requirements
-from .planning import Planner, with_messages
+from . import window
+from .planning import Planner
 
 __all__ = ["explanation"]
 
@@ -37,9 +38,11 @@ def explanation(
         by_windows = BY_WINDOWS.get(order) if isinstance(order, Order) else None
         if by_windows is not None:
             ordering = lambda cs: by_windows(cs, windows)  # noqa: E731
+    # The live call's window check, so that explain lists the skip the call would make.
+    sifted = window.fitted(endpoint, kwargs, sift(candidates, needs))
     return explain(
         group, candidates, needs, ordering, planner.ledger, facts, windows,
-        _notes(planner, group, candidates, facts, endpoint, needs),
+        _notes(planner, group, candidates, facts, endpoint, needs), sifted=sifted,
     )
 
 

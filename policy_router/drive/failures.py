@@ -328,15 +328,29 @@ def _retry_after(exc: BaseException) -> float | None:
 
 
 # How providers say a prompt did not fit the model's window (LiteLLM maps some of these to
-# ContextWindowExceededError by the same texts; a proxy in between may not).
+# ContextWindowExceededError by the same texts; a proxy in between may not): OpenAI's,
+# Anthropic's, llama.cpp's, xAI's ("maximum prompt length is ..."), vLLM's ("longer than
+# the maximum model length of ...", `max_model_len`).
 _TOO_LONG = ("context_length_exceeded", "maximum context length", "prompt is too long",
-             "exceeds the available context size", "context window", "too many tokens")
+             "exceeds the available context size", "context window", "too many tokens",
+             "maximum prompt length", "maximum model length", "max_model_len",
+             "input is too long", "too many input tokens")
+# A server nobody listed: a word of excess beside a word of the prompt's length.
+_EXCESS = re.compile(r"\b(exceed(s|ed|ing)?|too (long|large|many)|(longer|greater|more|larger) than)\b")
+_LENGTH = re.compile(
+    r"\b(context|prompt|input|sequence|model)( \w+)? (length|window|size|limit|tokens?)\b"
+    r"|\b(context|token) limit\b"
+)
 
 
 def _too_long(exc: BaseException, message: str) -> bool:
     status = _status(exc)
+    if status not in (400, 413, 422):
+        return False
     text = f"{message} {getattr(exc, 'body', '') or ''}".lower()
-    return status in (400, 413, 422) and any(marker in text for marker in _TOO_LONG)
+    return any(marker in text for marker in _TOO_LONG) or bool(
+        _EXCESS.search(text) and _LENGTH.search(text)
+    )
 
 
 def _is_refusal(exc: BaseException, message: str) -> bool:

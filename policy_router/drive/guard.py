@@ -20,11 +20,22 @@ would be written on it unseen. So before an on-device attempt `kept_proxy` asks 
 client LiteLLM keeps (its client cache, its module-level clients, a session you gave it)
 which transport it would use for the route's URL; one that goes through a proxy off this
 machine stops the attempt, naming the proxy and the way out.
+
+A redirect is the other way a kept connection carries a request off the machine unseen:
+the OpenAI SDK's clients follow redirects, so a loopback server answering 307 to a host
+elsewhere has the client keep a connection there, which the next request it redirects
+reuses without a `connect`. `watch_kept` gives every kept client a request hook, once,
+that refuses (with `OffDeviceConnection`) any request, a redirect's included, to a host
+off this machine while an on-device attempt runs in that thread or task; outside one it
+reads a context variable and returns. Both read the clients by their shape (a transport
+chooser, event hooks), not by the class of one HTTP library, so httpx's and its
+successors' clients are held alike.
 """
 
 from __future__ import annotations
 
 import contextvars
+import inspect
 import ipaddress
 import socket
 import sys
@@ -34,10 +45,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..ground.outcome import OffDeviceConnection
-from ..ground.reach import host_of
+from ..ground.reach import host_of, is_loopback
 from ..ground.route import Route
 
-__all__ = ["allowed_for", "install", "kept_proxy", "on_device"]
+__all__ = ["allowed_for", "install", "kept_proxy", "on_device", "watch_kept"]
 
 _ALLOWED: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
     "policy_router_on_device", default=None
@@ -108,12 +119,9 @@ def on_device(allowed: frozenset[str]) -> Iterator[None]:
         _ALLOWED.reset(token)
 
 
-def kept_proxy(urls: list[str]) -> str | None:
-    """The proxy off this machine through which an HTTP client LiteLLM keeps would carry a
-    request to one of `urls` (as `host:port`), or None. Read from httpx's own transports;
-    a client of another kind (aiohttp reads the environment per request, which the
-    checkpoint reads too) is left to the checkpoint."""
-    import httpx
+def _kept() -> Iterator[Any]:
+    """Every HTTP client LiteLLM keeps, and the HTTP client inside each SDK client (an
+    OpenAI client's `_client`), each once."""
     import litellm
 
     clients: list[Any] = []
@@ -125,26 +133,74 @@ def kept_proxy(urls: list[str]) -> str | None:
         client = litellm.__dict__.get(name)  # not through the lazy getattr: never build one
         if client is not None:
             clients.append(client)
-    targets = []
-    for url in urls:
-        try:
-            targets.append(httpx.URL(url if "://" in url else f"http://{url}"))
-        except (httpx.InvalidURL, TypeError, ValueError):
-            continue
+    seen: set[int] = set()
     for client in clients:
         for inner in (client, getattr(client, "_client", None), getattr(client, "client", None)):
-            pick = getattr(inner, "_transport_for_url", None)
-            if not callable(pick):
+            if inner is not None and id(inner) not in seen:
+                seen.add(id(inner))
+                yield inner
+
+
+def kept_proxy(urls: list[str]) -> str | None:
+    """The proxy off this machine through which an HTTP client LiteLLM keeps would carry a
+    request to one of `urls` (as `host:port`), or None. Read from each client's own choice
+    of transport for the URL (made in the client's own URL type); a client that chooses
+    none of its own (aiohttp reads the environment per request, which the checkpoint reads
+    too) is left to the checkpoint."""
+    for client in _kept():
+        pick = getattr(client, "_transport_for_url", None)
+        base = getattr(client, "base_url", None)
+        if not callable(pick) or base is None:
+            continue
+        make_url: Any = type(base)
+        for url in urls:
+            try:
+                target = make_url(url if "://" in url else f"http://{url}")
+                pool = getattr(pick(target), "_pool", None)
+                proxy = getattr(pool, "_proxy_url", None)
+            except Exception:
                 continue
-            for target in targets:
-                try:
-                    pool = getattr(pick(target), "_pool", None)
-                    proxy = getattr(pool, "_proxy_url", None)
-                except Exception:
-                    continue
-                host = getattr(proxy, "host", None)
-                if isinstance(host, bytes):
-                    where = host.decode("ascii", "replace")
-                    if not _loopback(where) and where != "localhost":
-                        return f"{where}:{getattr(proxy, 'port', '') or ''}"
+            host = getattr(proxy, "host", None)
+            where = host.decode("ascii", "replace") if isinstance(host, bytes) else host
+            if isinstance(where, str) and where and not is_loopback(where):
+                return f"{where}:{getattr(proxy, 'port', '') or ''}"
     return None
+
+
+def watch_kept() -> None:
+    """Give every HTTP client LiteLLM keeps the request hook that refuses, during an
+    on-device attempt, a request to a host off this machine: the redirects it follows on
+    connections it already holds included (see the module docstring). Once per client;
+    a client with no event hooks of its kind is left to the audit hook."""
+    for client in _kept():
+        hooks = getattr(client, "event_hooks", None)
+        if not isinstance(hooks, dict):
+            continue
+        asynchronous = inspect.iscoroutinefunction(getattr(client, "send", None))
+        hook = _arefuse_off_device if asynchronous else _refuse_off_device
+        requests = list(hooks.get("request", ()))
+        if hook not in requests:
+            try:
+                client.event_hooks = {**hooks, "request": [*requests, hook]}
+            except (AttributeError, TypeError):
+                continue
+
+
+def _refuse_off_device(request: Any) -> None:
+    allowed = _ALLOWED.get()
+    if allowed is None:
+        return
+    url = getattr(request, "url", None)
+    host = getattr(url, "host", None)
+    host = host.decode("ascii", "replace") if isinstance(host, bytes) else str(host or "")
+    if not host or host in allowed or is_loopback(host):
+        return
+    raise OffDeviceConnection(
+        f"on_device=True: a request to {host} was refused: it would leave this machine "
+        "during an on-device attempt (a redirect from the route's server, followed by an "
+        "HTTP client LiteLLM keeps)"
+    )
+
+
+async def _arefuse_off_device(request: Any) -> None:
+    _refuse_off_device(request)

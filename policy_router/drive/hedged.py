@@ -35,43 +35,49 @@ def race(
     failed: Callable[[Send, Exception], bool],
     settle_loser: Callable[[Send, Future[Any]], None],
     abandon: Callable[[dict[Future[Any], Send]], None],
+    interrupted: Callable[[dict[Future[Any], Send]], None],
 ) -> tuple[T, Send] | Exception | None:
     """The sync race: attempts on `pool`'s workers. The loser keeps running on its worker
     (a thread cannot be stopped) and settles when it ends (`settle_loser`); at the deadline
-    `abandon` is handed every attempt still running (and raises). Returns the winner's
-    result and send, or the last error (None: none) when every attempt failed."""
+    `abandon` is handed every attempt still running (and raises); when the caller is
+    interrupted (Ctrl-C), `interrupted` is, before the interruption goes on. Returns the
+    winner's result and send, or the last error (None: none) when every attempt failed."""
     futures: dict[Future[Any], Send] = {pool.submit(run, first): first}
-    deadline = plan.deadline
-    done, _ = wait(futures, timeout=after if deadline is None else min(after, deadline.left()))
-    if not done and (deadline is None or not deadline.passed()):
-        extra = plan.run(plan.hedge())
-        if extra is not None:
-            futures[pool.submit(run, extra)] = extra
-    last: Exception | None = None
-    while futures:
-        left = None if deadline is None else max(deadline.left(), 0.0)
-        done, _ = wait(futures, timeout=left, return_when=FIRST_COMPLETED)
-        if not done:
-            abandon(futures)  # the deadline passed with every attempt still running
-        for future in done:
-            send = futures.pop(future)
-            error = future.exception()
-            if error is None:
-                for other_future, other in futures.items():
-                    plan.run(plan.lost(other, send, running=True))
-                    other_future.add_done_callback(
-                        lambda f, s=other: settle_loser(s, f)  # type: ignore[misc]
-                    )
-                return future.result(), send
-            if not isinstance(error, Exception) or not failed(send, error):
-                for other_future, other in futures.items():
-                    plan.run(plan.lost(other, send, running=True))
-                    other_future.add_done_callback(
-                        lambda f, s=other: settle_loser(s, f)  # type: ignore[misc]
-                    )
-                raise error
-            last = error
-    return last
+
+    def losers(to: Send) -> None:
+        for other_future, other in futures.items():
+            plan.run(plan.lost(other, to, running=True))
+            other_future.add_done_callback(lambda f, s=other: settle_loser(s, f))  # type: ignore[misc]
+
+    try:
+        deadline = plan.deadline
+        timeout = after if deadline is None else min(after, deadline.left())
+        done, _ = wait(futures, timeout=timeout)
+        if not done and (deadline is None or not deadline.passed()):
+            extra = plan.run(plan.hedge())
+            if extra is not None:
+                futures[pool.submit(run, extra)] = extra
+        last: Exception | None = None
+        while futures:
+            left = None if deadline is None else max(deadline.left(), 0.0)
+            done, _ = wait(futures, timeout=left, return_when=FIRST_COMPLETED)
+            if not done:
+                abandon(futures)  # the deadline passed with every attempt still running
+            for future in done:
+                send = futures.pop(future)
+                error = future.exception()
+                if error is None:
+                    losers(send)
+                    return future.result(), send
+                if not isinstance(error, Exception) or not failed(send, error):
+                    losers(send)
+                    raise error
+                last = error
+        return last
+    except BaseException as stop:
+        if not isinstance(stop, Exception):  # Ctrl-C: every attempt out settles when it ends
+            interrupted(futures)
+        raise
 
 
 async def arace(
@@ -80,18 +86,25 @@ async def arace(
     run: Callable[[Send], Awaitable[T]],
     after: float,
     failed: Callable[[Send, Exception], Awaitable[bool]],
-    step: Callable[[Steps[Any]], Awaitable[Any]],
+    step: Callable[..., Awaitable[Any]],
     later: Callable[[Steps[Any]], None],
 ) -> tuple[T, Send] | Exception | None:
     """The async race: attempts as tasks; the loser is cancelled and charged what it may
-    have billed. A cancellation of the caller cancels both and gives back what they hold.
-    Returns as `race` does."""
+    have billed. A cancellation of the caller cancels every attempt still out and tells the
+    plan of each once (charged once it may have left, else given back), the hedge being
+    admitted included. Returns as `race` does."""
     tasks: dict[asyncio.Future[Any], Send] = {asyncio.ensure_future(run(first)): first}
     last: Exception | None = None
+
+    def given_back(extra: Send | None) -> None:
+        # The caller was cancelled while the hedge was being admitted: nothing was sent.
+        if extra is not None:
+            later(plan.cancelled(extra, sent=False))
+
     try:
         done, _ = await asyncio.wait(tasks, timeout=after)
         if not done:
-            extra = await step(plan.hedge())
+            extra = await step(plan.hedge(), undo=given_back)
             if extra is not None:
                 tasks[asyncio.ensure_future(run(extra))] = extra
         while tasks:

@@ -19,8 +19,8 @@ from ..core.plan import Plan
 from ..endpoints import reading
 from ..state.store import Steps, aperform
 from . import hedged, raised
-from .attempts import Cut, cut, failed, no_first_token
-from .workers import Abandoned, GaveUp, Usage, race, within
+from .attempts import AttemptCut, cut, failed, no_first_token
+from .workers import Abandoned, GaveUp, UsageReader, race, within
 
 __all__ = ["adrive", "drive", "later", "step"]
 
@@ -50,7 +50,7 @@ def drive(
     open_: Callable[[Send], T],
     *,
     final: bool = True,
-    usage: Usage = reading.usage_of,
+    usage: UsageReader = reading.usage_of,
 ) -> tuple[T, Send]:
     """The sync driver: ask the plan, send, tell it the outcome, until answered or done.
 
@@ -61,7 +61,7 @@ def drive(
         return _drive(plan, open_, final, usage)
 
 
-def _drive(plan: Plan, open_: Callable[[Send], T], final: bool, usage: Usage) -> tuple[T, Send]:
+def _drive(plan: Plan, open_: Callable[[Send], T], final: bool, usage: UsageReader) -> tuple[T, Send]:
     last: BaseException | None = None
     while True:
         send = plan.run(plan.next())
@@ -72,11 +72,14 @@ def _drive(plan: Plan, open_: Callable[[Send], T], final: bool, usage: Usage) ->
             _sleep(plan, wait)  # every route is full: nothing is held while waiting
             plan.waited(wait)
             continue
-        if send.wait:
-            _sleep(plan, send.wait)
         limit = send.route.first_token_timeout
         after = plan.hedge_delay(send) if plan.hedging else None
+        on_worker = False
         try:
+            if send.wait:
+                _sleep(plan, send.wait)
+            # From here a call on a worker is the worker's to settle, whatever happens.
+            on_worker = after is not None or plan.deadline is not None or limit is not None
             if after is not None:  # a hedged race: the first answer wins
                 won = race(plan, send, open_, after, final, usage)
                 if not isinstance(won, tuple):
@@ -102,8 +105,9 @@ def _drive(plan: Plan, open_: Callable[[Send], T], final: bool, usage: Usage) ->
         except BaseException:
             # Ctrl-C (or a SystemExit) in the middle of the call: what it held is given
             # back, or charged once it may have left, before the interruption goes on.
-            # (Under a deadline the call ran on a worker, which `_within` left to settle.)
-            if plan.deadline is None:
+            # (A call on a worker, under a deadline, a first-token limit or a hedge, is
+            # left by `within` or the race to settle when it ends.)
+            if not on_worker:
                 plan.run(plan.cancelled(send, sent=send.wire.left), bounded=False)
             raise
         plan.run(_answered(plan, send, result, final, usage))
@@ -116,7 +120,7 @@ async def adrive(
     open_: Callable[[Send], Awaitable[T]],
     *,
     final: bool = True,
-    usage: Usage = reading.usage_of,
+    usage: UsageReader = reading.usage_of,
 ) -> tuple[T, Send]:
     """The async driver: the same loop as `drive`; the deadline cancels the attempt.
 
@@ -128,7 +132,7 @@ async def adrive(
 
 
 async def _adrive(
-    plan: Plan, open_: Callable[[Send], Awaitable[T]], final: bool, usage: Usage
+    plan: Plan, open_: Callable[[Send], Awaitable[T]], final: bool, usage: UsageReader
 ) -> tuple[T, Send]:
     last: BaseException | None = None
     while True:
@@ -140,7 +144,7 @@ async def _adrive(
             await _asleep(plan, wait)  # cancelled here, it holds nothing it must give back
             plan.waited(wait)
             continue
-        sent = False
+        sent = raced = False
         try:
             if send.wait:
                 await _asleep(plan, send.wait)
@@ -149,22 +153,25 @@ async def _adrive(
             if after is None:
                 result = await _attempt(plan, send, open_)
             else:  # a hedged race: the first answer wins
+                raced = True  # a cancelled race tells the plan of each of its attempts
                 won = await hedged.arace(
                     plan, send, lambda s: _attempt(plan, s, open_), after,
                     lambda s, e: step(plan, failed(plan, s, e)),
-                    lambda steps: step(plan, steps), lambda steps: later(plan, steps),
+                    lambda steps, undo=None: step(plan, steps, undo=undo),
+                    lambda steps: later(plan, steps),
                 )
                 if not isinstance(won, tuple):
-                    last = (won.error if isinstance(won, Cut) else won) or last
+                    last = (won.error if isinstance(won, AttemptCut) else won) or last
                     continue
                 result, send = won
         except asyncio.CancelledError:
-            later(plan, plan.cancelled(send, sent=sent))
+            if not raced:
+                later(plan, plan.cancelled(send, sent=sent))
             raise
         except Exception as exc:
             if not await step(plan, failed(plan, send, exc)):
                 raise
-            last = exc.error if isinstance(exc, Cut) else exc
+            last = exc.error if isinstance(exc, AttemptCut) else exc
             continue
         await step(plan, _answered(plan, send, result, final, usage))
         return result, send
@@ -173,7 +180,7 @@ async def _adrive(
 
 async def _attempt(plan: Plan, send: Send, open_: Callable[[Send], Awaitable[T]]) -> T:
     """One async attempt, bounded by the request's deadline and the route's first-token
-    limit, whichever comes first (a cut raises `Cut`)."""
+    limit, whichever comes first (a cut raises `AttemptCut`)."""
     limit = send.route.first_token_timeout
     left = plan.deadline.left() if plan.deadline is not None else None
     by_limit = limit is not None and (left is None or limit < left)
@@ -188,10 +195,10 @@ async def _attempt(plan: Plan, send: Send, open_: Callable[[Send], Awaitable[T]]
         if not bound.expired():
             raise  # a TimeoutError of the call's own, not the cut
         if by_limit and limit is not None:
-            raise Cut(
+            raise AttemptCut(
                 no_first_token(send, limit), raised.first_token_error(send.route, limit)
             ) from expired
-        raise Cut(cut(send), expired) from expired
+        raise AttemptCut(cut(send), expired) from expired
 
 
 # Store steps finished after their task was cancelled; held so they are not collected.
@@ -248,7 +255,7 @@ def _given_back(plan: Plan) -> Callable[[Send | None], None]:
     return undo
 
 
-def _answered(plan: Plan, send: Send, result: Any, final: bool, usage: Usage) -> Steps[None]:
+def _answered(plan: Plan, send: Send, result: Any, final: bool, usage: UsageReader) -> Steps[None]:
     """Tell the plan the route answered, for both drivers: whether LiteLLM answered from
     its cache, what the answer billed and which model the provider says answered (a
     stream's usage is read when it ends)."""

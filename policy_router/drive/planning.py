@@ -20,7 +20,7 @@ from ..core.checks import sift
 from ..core.events import request_attributes
 from ..core.plan import Plan
 from ..core.validate import REFUSED_KWARGS, check_call, check_policies_of, conflicts
-from ..endpoints import Endpoint
+from ..endpoints import Endpoint, with_messages
 from ..endpoints import endpoint as endpoint_named
 from ..ground.clock import Clock
 from ..ground.deadline import Deadline
@@ -32,7 +32,7 @@ from ..policies.breaker import HealthBook
 from ..policies.budget import Ledger
 from ..policies.candidate import Candidate
 from ..policies.group_info import group_info
-from ..policies.hedge import Hedge, Latencies
+from ..policies.hedge import Hedge, HedgeShares, Latencies, side_effect
 from ..policies.limits import RateBook
 from ..policies.order import (
     BY_WINDOWS,
@@ -51,7 +51,7 @@ from . import plain, settings, window
 from .express import Call, Lane, takes_lane
 from .facts import measured
 
-__all__ = ["POLICY_KWARGS", "Call", "Planner", "with_messages"]
+__all__ = ["POLICY_KWARGS", "Call", "Planner"]
 
 _ON_DEVICE = Requirements(on_device=True)
 
@@ -84,6 +84,7 @@ class Planner:
         frame: Callable[[object], None] | None = None,
         hedge: Hedge | Mapping[str, Hedge | None] | None = None,
         latencies: Latencies | None = None,
+        hedge_shares: HedgeShares | None = None,
     ) -> None:
         self.groups: dict[str, tuple[Candidate, ...]] = {}
         self.by_model: dict[str, tuple[Candidate, ...]] = {}
@@ -138,6 +139,7 @@ class Planner:
             g: (hedge.get(g) if isinstance(hedge, Mapping) else hedge) for g in self.groups
         }
         self.latencies = latencies if latencies is not None else Latencies()
+        self.hedge_shares = hedge_shares if hedge_shares is not None else HedgeShares()
         self._express = {
             g
             for g in self.groups
@@ -383,17 +385,10 @@ class Planner:
             call=call_kwargs,
             continues=call.previous,
             id=id,
-            hedge=call.hedge if call.own_hedge else self._hedges.get(group),
+            hedge=None if side_effect(endpoint.name, call_kwargs) else (
+                call.hedge if call.own_hedge else self._hedges.get(group)
+            ),
             latencies=self.latencies,
+            shares=self.hedge_shares,
         )
 
-
-def with_messages(endpoint: Endpoint, messages: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The call's keyword arguments with chat's positional `messages` among them."""
-    if endpoint.name == "chat":
-        return {**kwargs, "messages": messages}
-    if messages is not None:
-        raise ConfigError(
-            f"messages= belongs to chat; a {endpoint.name} call takes {endpoint.prompt[0]}="
-        )
-    return dict(kwargs)

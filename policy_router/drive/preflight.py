@@ -26,11 +26,11 @@ from . import credentials
 if TYPE_CHECKING:
     from ..policies.breaker import HealthBook
 
-__all__ = ["RETIRING_WITHIN", "Verdict", "preflight_route", "problems", "retiring"]
+__all__ = ["RETIRING_WITHIN", "PreflightVerdict", "preflight_route", "problems", "retiring"]
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class PreflightVerdict:
     """A route's preflight verdict: state is "ready", "denied" or "unknown".
 
     `live` is True when the verdict came from a real request to the provider; only such a
@@ -45,23 +45,23 @@ class Verdict:
         return self.state if not self.why else f"{self.state}: {self.why}"
 
 
-def preflight_route(route: Route, live: bool, embedding: bool = False) -> Verdict:
+def preflight_route(route: Route, live: bool, embedding: bool = False) -> PreflightVerdict:
     """Check credentials (LiteLLM's environment validation), then optionally one live call
     (an embedding for a route that serves only embeddings)."""
     missing, unsure = credentials.missing_credentials(route)
     if missing and not unsure:
-        return Verdict("denied", f"missing credentials: {', '.join(missing)}")
+        return PreflightVerdict("denied", f"missing credentials: {', '.join(missing)}")
     if not live:
         if missing:
-            return Verdict("unknown", f"not in the environment: {', '.join(missing)}; {unsure}")
-        return Verdict("ready")
+            return PreflightVerdict("unknown", f"not in the environment: {', '.join(missing)}; {unsure}")
+        return PreflightVerdict("ready")
     fault = credentials.ping(route, embedding)
     if fault is None:
-        return Verdict("ready", live=True)
+        return PreflightVerdict("ready", live=True)
     why = route.redact(f"{fault.status or ''} {fault.message}".strip())
     if not fault.sent:
-        return Verdict("denied" if fault.kind.about == "route" else "unknown", why)
-    return Verdict("denied" if fault.kind.about == "route" else "unknown", why, live=True)
+        return PreflightVerdict("denied" if fault.kind.about == "route" else "unknown", why)
+    return PreflightVerdict("denied" if fault.kind.about == "route" else "unknown", why, live=True)
 
 
 def embeds_only(serves: frozenset[str]) -> bool:
@@ -71,11 +71,11 @@ def embeds_only(serves: frozenset[str]) -> bool:
 
 def rest_denied(
     routes: Sequence[Route],
-    verdicts: Sequence[Verdict],
+    verdicts: Sequence[PreflightVerdict],
     health: HealthBook | None,
     store: Store,
     now: float,
-) -> dict[str, Verdict]:
+) -> dict[str, PreflightVerdict]:
     """The verdicts by route name; with a breaker, a route a *live* check denied rests."""
     for route, verdict in zip(routes, verdicts, strict=True):
         if verdict.state == "denied" and verdict.live and health is not None:

@@ -18,7 +18,7 @@ from ..core.gate import Send
 from ..core.journey import Journey, Routed
 from ..core.plan import Plan
 from ..endpoints import Endpoint, StreamShape
-from . import raised, stream_events, transport
+from . import raised, stream_open, transport
 from .loops import adrive, drive, later, step
 from .stream_watch import Opened, StreamRestart, Watch
 from .workers import WORKERS as _WORKERS
@@ -295,36 +295,6 @@ def _close_later(close: Callable[[], Coroutine[Any, Any, Any]]) -> None:
     task.add_done_callback(_CLOSING.discard)
 
 
-def _stream_kwargs(
-    kwargs: dict[str, Any], send: Send, shape: StreamShape, observed: bool = False
-) -> tuple[dict[str, Any], bool]:
-    """Ask for the final usage chunk when the call is priced, counts tokens against a
-    `tpm`, or is observed (an observer records usage), and the endpoint streams usage only
-    when asked; the returned flag says to strip that chunk, which the caller did not ask for."""
-    options = kwargs.get("stream_options") or {}
-    counted = send.slot_tokens is not None and send.route.tpm is not None
-    if (
-        not shape.ask_usage
-        or options.get("include_usage")
-        or (send.candidate.price is None and send.held is None and not counted and not observed)
-    ):
-        return kwargs, False
-    return {**kwargs, "stream_options": {**options, "include_usage": True}}, True
-
-
-def _tap(source: Any, shape: StreamShape) -> None:
-    """Let the endpoint's failure events through to the first chunk's reader."""
-    if shape.failure_events:
-        stream_events.tap(source)
-
-
-def _real(first: Any, shape: StreamShape, send: Send) -> Any:
-    """The first chunk, unless the stream ended before one or LiteLLM made it up."""
-    if first is None or shape.hollow(first):
-        raise raised.stream_cut_error(send.route, "")
-    return first
-
-
 def stream(
     plan: Plan,
     endpoint: Endpoint,
@@ -338,15 +308,9 @@ def stream(
     assert shape is not None
 
     def open_stream(send: Send) -> Opened:
-        call_kwargs, strip = _stream_kwargs(kwargs, send, shape, plan.observed)
+        call_kwargs, strip = stream_open.stream_kwargs(kwargs, send, shape, plan.observed)
         source = transport.send(endpoint.function, call_kwargs, plan, send)
-        _tap(source, shape)
-        iterator = iter(source)
-        try:
-            first = next(iterator, None)
-        except Exception as exc:
-            raise stream_events.typed(source, exc, send.route) from exc
-        return source, iterator, _real(first, shape, send), strip
+        return stream_open.opened(source, shape, send, strip)
 
     opened, send = drive(plan, open_stream, final=False)
     routed = RoutedStream(
@@ -373,15 +337,9 @@ async def astream(
     assert shape is not None
 
     async def open_stream(send: Send) -> Opened:
-        call_kwargs, strip = _stream_kwargs(kwargs, send, shape, plan.observed)
+        call_kwargs, strip = stream_open.stream_kwargs(kwargs, send, shape, plan.observed)
         source = await transport.asend(endpoint.afunction, call_kwargs, plan, send)
-        _tap(source, shape)
-        iterator = source.__aiter__()
-        try:
-            first = await anext(iterator, None)
-        except Exception as exc:
-            raise stream_events.typed(source, exc, send.route) from exc
-        return source, iterator, _real(first, shape, send), strip
+        return await stream_open.aopened(source, shape, send, strip)
 
     opened, send = await adrive(plan, open_stream, final=False)
     routed = AsyncRoutedStream(

@@ -179,6 +179,7 @@ def _on_device(wire: Wire, route: Route, merged: Mapping[str, Any]) -> bool:
     bases = bases_of(route, merged)
     refused = next((r for b in bases if (r := proxied(b)) is not None), None)
     through = guard.kept_proxy(bases) if refused is None else None
+    guard.watch_kept()
     if through is not None:
         refused = Fault(
             FaultKind.ACCESS,

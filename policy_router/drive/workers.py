@@ -1,6 +1,11 @@
 """The sync attempts that run on a worker: under a deadline, a first-token limit or a
 hedge, the caller stops waiting for a thread a call cannot be taken from, and the call
-settles its cost (and, as the case says, its health) when it ends."""
+settles its cost (and, as the case says, its health) when it ends.
+
+The workers may all be busy, so an attempt can wait in the pool's queue. One the caller
+stopped waiting for before a worker took it is never sent: it is taken out of the queue
+(and everything it held given back), or, when a worker took it in that instant, the worker
+finds the deadline passed and sends nothing."""
 
 from __future__ import annotations
 
@@ -28,6 +33,22 @@ class Abandoned(Exception):
     """The deadline passed while a sync call was still running on its worker."""
 
 
+class NotStarted(Exception):
+    """A worker took the attempt from the queue after its deadline had passed: it was not
+    sent."""
+
+
+def _queued(plan: Plan, open_: Callable[[Send], T]) -> Callable[[Send], T]:
+    """`open_` as a worker runs it: not at all once the request's deadline has passed."""
+
+    def run(send: Send) -> T:
+        if plan.deadline is not None and plan.deadline.passed():
+            raise NotStarted
+        return open_(send)
+
+    return run
+
+
 class GaveUp(Exception):
     """The attempt's own limit (`Route.first_token_timeout`) passed while a sync call was
     still running on its worker: the next route is asked; `error` is what the request
@@ -38,7 +59,7 @@ class GaveUp(Exception):
         self.error = error
 
 
-Usage = Callable[[Any], Any]
+UsageReader = Callable[[Any], Any]
 """What reads an answer's billed usage (the endpoint's reader)."""
 
 
@@ -47,7 +68,7 @@ def within(
     send: Send,
     open_: Callable[[Send], T],
     final: bool,
-    usage: Usage,
+    usage: UsageReader,
     limit: float | None = None,
 ) -> T:
     """Run one sync attempt on a worker; stop waiting for it at the deadline, or at the
@@ -61,11 +82,19 @@ def within(
     by_limit = limit is not None and (left is None or limit < left)
     wait = limit if by_limit else left
     assert wait is not None
-    future = WORKERS.submit(open_, send)
+    future = WORKERS.submit(_queued(plan, open_), send)
     try:
         # A wait longer than the platform's longest (`deadline=1e10`) is as good as none.
         return future.result(timeout=min(wait, threading.TIMEOUT_MAX))
+    except NotStarted:  # a worker took it just as the deadline passed: not sent
+        plan.run(plan.failed(send, _unsent(None)), bounded=False)
+        raise Abandoned from None
     except FutureTimeout:
+        if future.cancel():  # still queued behind busy workers: it is never sent
+            plan.run(plan.failed(send, _unsent(limit if by_limit else None)), bounded=False)
+            if by_limit and limit is not None:
+                raise GaveUp(raised.first_token_error(send.route, limit)) from None
+            raise Abandoned from None
         if by_limit and limit is not None:
             # The worker still runs the call: it may yet be sent, and billed.
             fault = Fault(FaultKind.TIMEOUT, None, NO_FIRST_TOKEN.format(limit), billed=True)
@@ -80,6 +109,9 @@ def within(
     except Exception:
         raise  # the call's own error, for the driver to classify
     except BaseException:
+        if future.cancel():  # Ctrl-C before a worker took it: nothing sent, nothing held
+            plan.run(plan.cancelled(send, sent=False), bounded=False)
+            raise
         # Ctrl-C while the worker still runs the call: it is left to end, and settles then.
         plan.abandoned(send, "interrupted by the caller; settles when it ends")
         future.add_done_callback(lambda f: _settle_late(plan, send, f, final, usage))
@@ -87,12 +119,15 @@ def within(
 
 
 def race(
-    plan: Plan, first: Send, open_: Callable[[Send], T], after: float, final: bool, usage: Usage
+    plan: Plan, first: Send, open_: Callable[[Send], T], after: float, final: bool, usage: UsageReader
 ) -> tuple[T, Send] | Exception | None:
     """A sync hedged race (`hedged.race`) on the workers; a loser settles when it ends, and
     at the deadline every attempt still running is abandoned to settle when it ends."""
 
     def told(send: Send, error: Exception) -> bool:
+        if isinstance(error, NotStarted):
+            plan.run(plan.failed(send, _unsent(None)), bounded=False)
+            return True
         return plan.run(failed(plan, send, error))
 
     def settle(send: Send, future: Future[Any]) -> None:
@@ -100,19 +135,45 @@ def race(
 
     def abandon(running: dict[Future[Any], Send]) -> None:
         for future, send in running.items():
+            if future.cancel():  # still queued: never sent
+                plan.run(plan.failed(send, _unsent(None)), bounded=False)
+                continue
             plan.abandoned(send)
             future.add_done_callback(lambda f, s=send: _settle_late(plan, s, f, final, usage))  # type: ignore[misc]
         raise Abandoned
 
-    return hedged.race(plan, first, open_, after, WORKERS, told, settle, abandon)
+    def interrupted(running: dict[Future[Any], Send]) -> None:
+        for future, send in running.items():
+            if future.cancel():  # Ctrl-C before a worker took it: nothing sent
+                plan.run(plan.cancelled(send, sent=False), bounded=False)
+                continue
+            plan.abandoned(send, "interrupted by the caller; settles when it ends")
+            future.add_done_callback(lambda f, s=send: _settle_late(plan, s, f, final, usage))  # type: ignore[misc]
+
+    return hedged.race(
+        plan, first, _queued(plan, open_), after, WORKERS, told, settle, abandon, interrupted
+    )
+
+
+def _unsent(limit: float | None) -> Fault:
+    """The fault of an attempt taken out of the workers' queue before it started."""
+    why = "the request's deadline" if limit is None else NO_FIRST_TOKEN.format(limit)
+    return Fault(
+        FaultKind.TIMEOUT, None, f"{why} passed while it waited for a free worker", sent=False
+    )
 
 
 def _settle_late(
-    plan: Plan, send: Send, future: Future[Any], final: bool, usage: Usage, *, health: bool = True
+    plan: Plan, send: Send, future: Future[Any], final: bool, usage: UsageReader, *, health: bool = True
 ) -> None:
     # The caller has gone: these writes are made in this worker, whatever the deadline.
     # With `health` False the breaker was told already (an attempt past its own limit).
+    if future.cancelled():
+        return  # taken out of the queue: settled when it was
     error = future.exception()
+    if isinstance(error, NotStarted):
+        plan.run(plan.failed(send, _unsent(None)), bounded=False)
+        return
     if error is not None:
         fault = failures.classify(error, send.wire) or cut(send)
         plan.run(plan.settle_late(send, None, fault, health=health), bounded=False)

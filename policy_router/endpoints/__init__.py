@@ -11,6 +11,7 @@ is one more module: its LiteLLM functions, its prompt keyword, how its bill read
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from ..ground.errors import ConfigError
 from .base import Endpoint, Piece, StreamShape
@@ -19,7 +20,7 @@ from .completion import COMPLETION
 from .embedding import EMBEDDING
 from .responses import RESPONSES
 
-__all__ = ["ENDPOINTS", "Endpoint", "Piece", "StreamShape", "endpoint"]
+__all__ = ["ENDPOINTS", "Endpoint", "Piece", "StreamShape", "endpoint", "with_messages"]
 
 
 def endpoint(name: str) -> Endpoint:
@@ -33,3 +34,15 @@ def endpoint(name: str) -> Endpoint:
 
 
 ENDPOINTS: Mapping[str, Endpoint] = {e.name: e for e in (CHAT, EMBEDDING, RESPONSES, COMPLETION)}
+
+
+def with_messages(endpoint: Endpoint, messages: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The call's keyword arguments with chat's positional `messages` among them (a
+    `messages=` given to another endpoint is refused, naming the keyword it takes)."""
+    if endpoint.name == "chat":
+        return {**kwargs, "messages": messages}
+    if messages is not None:
+        raise ConfigError(
+            f"messages= belongs to chat; a {endpoint.name} call takes {endpoint.prompt[0]}="
+        )
+    return dict(kwargs)

@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Protocol, runtime_checkable
 
+from .numbers import check_number
+
 __all__ = ["Clock", "ManualClock", "MonotonicClock"]
 
 
@@ -44,7 +46,7 @@ class ManualClock:
     __slots__ = ("_lock", "_now")
 
     def __init__(self, start: float = 0.0) -> None:
-        self._now = float(start)
+        self._now = check_number(start, "ManualClock start", above=None)
         self._lock = threading.Lock()
 
     def now(self) -> float:

@@ -36,7 +36,9 @@ def _decimal(value: object, where: str) -> Decimal:
         number = Decimal(str(value).strip())
     except InvalidOperation:
         raise ConfigError(f'{where} must be a decimal string like "0.15", got {value!r}') from None
-    if not number.is_finite() or number < 0:
+    if not number.is_finite():
+        raise ConfigError(f"{where} must be a finite amount, zero or more, got {value!r}")
+    if number < 0:
         raise ConfigError(f"{where} must be zero or more, got {value!r}")
     return number
 
@@ -76,9 +78,12 @@ class Money:
     """An ISO 4217 code, as the price tables and budgets name it."""
 
     @classmethod
-    def parse(cls, amount: str | int | Decimal, currency: str = "USD") -> Money:
-        """Parse a decimal amount ("5.00") in `currency` exactly, or raise `ConfigError`."""
-        return cls(_micros(amount, "amount"), _currency(currency, "currency"))
+    def parse(
+        cls, amount: str | int | Decimal, currency: str = "USD", *, where: str = "amount"
+    ) -> Money:
+        """Parse a decimal amount ("5.00") in `currency` exactly, or raise `ConfigError`
+        naming the setting as `where`."""
+        return cls(_micros(amount, where), _currency(currency, "currency"))
 
     def _same(self, other: Money) -> None:
         if self.currency != other.currency:

@@ -30,6 +30,8 @@ class Check(StrEnum):
     RATE_LIMIT = "rate_limit"
     BUDGET = "budget"
     DEADLINE = "deadline"
+    HEDGE = "hedge"
+    """A hedge was not sent: the group's hedges reached their share of its requests."""
     SEND = "send"
     """The request could not leave this process for this route (not a provider fault)."""
 

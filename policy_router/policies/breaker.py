@@ -27,6 +27,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from ..ground.errors import ConfigError
+from ..ground.numbers import check_number
 from ..ground.outcome import RETRY_AFTER_CAP, Fault, FaultKind
 from ..ground.records import Check, Skip
 from ..state.store import FRESH, Health, Steps, Store, StoreCall
@@ -90,8 +91,7 @@ class Breaker:
             value = getattr(self, name)
             if name in ("rate_limited_cooldown", "max_cooldown") and value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigError(f"Breaker {name} must be seconds > 0, got {value!r}")
+            check_number(value, f"Breaker {name}")
         if self.max_cooldown is not None and self.max_cooldown < self.cooldown:
             raise ConfigError("Breaker max_cooldown must be at least cooldown")
         if not isinstance(self.rests, bool):

@@ -84,7 +84,7 @@ class Budget:
         name: str = "budget",
     ) -> None:
         set_ = object.__setattr__
-        set_(self, "cap", cap if isinstance(cap, Money) else Money.parse(cap, currency))
+        set_(self, "cap", cap if isinstance(cap, Money) else Money.parse(cap, currency, where="Budget cap"))
         if unpriced not in ("refuse", "allow"):
             raise ConfigError(f"Budget unpriced must be 'refuse' or 'allow', got {unpriced!r}")
         if isinstance(image_tokens, bool) or not isinstance(image_tokens, int) or image_tokens < 0:
@@ -184,7 +184,7 @@ class Ledger:
     def money(self, micros: int) -> Money:
         return Money(micros, self.currency)
 
-    def _skip(self, candidate: Candidate, reason: str, **detail: int) -> Skip:
+    def _skip(self, candidate: Candidate, reason: str, **detail: int | bool) -> Skip:
         return Skip(candidate.name, Check.BUDGET, reason, detail)
 
     def _priced(
@@ -261,7 +261,7 @@ class Ledger:
 
     def _unreachable(self, candidate: Candidate, error: StoreUnavailableError) -> Skip:
         # Fail closed: a cap that cannot be read cannot be kept, so nothing is sent.
-        return self._skip(candidate, f"budget store unreachable: {error}")
+        return self._skip(candidate, f"budget store unreachable: {error}", store_unreachable=True)
 
     def check(
         self, candidate: Candidate, facts: RequestFacts

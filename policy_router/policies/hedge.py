@@ -11,6 +11,14 @@ and the on-device floor allow, only when the breaker, its rate window and the bu
 it (the budget reserving its worst case beside the first's), and inside the deadline. The
 attempt that loses is cancelled where it can be (async) or left to end (sync), charged what
 it may have billed (its reservation, unless its usage comes), and is no fault of its route.
+
+A hedge is bounded in share and in kind. In share: hedges add at most `max_share` requests
+per request of the group (10% by default), counted over its recent requests, so a provider
+that turns uniformly slow costs a tenth more requests, not twice as many (`HedgeShares`).
+In kind: a call with a side effect at the provider is never hedged, since two attempts
+would do it twice: a stored or background Responses call (`store` is on unless the call
+says `store=False`), a chat call with `store=True`, a call that continues a conversation
+(`conversation`, `previous_response_id`) (`side_effect`).
 """
 
 from __future__ import annotations
@@ -18,12 +26,14 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ..ground.errors import ConfigError
+from ..ground.numbers import check_number
 
-__all__ = ["Hedge", "Latencies"]
+__all__ = ["Hedge", "HedgeShares", "Latencies", "side_effect"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +49,9 @@ class Hedge:
     at_least: float = 0.05
     otherwise: float = 2.0
     samples: int = 20
+    max_share: float = 0.1
+    """The most hedges per request of the group, over its recent requests (0.1: at most one
+    extra request in ten, however slow the provider turns)."""
 
     def __post_init__(self) -> None:
         if self.after != "p95" and (
@@ -51,11 +64,10 @@ class Hedge:
                 f"Hedge after must be seconds > 0 or 'p95', got {self.after!r}"
             )
         for name in ("at_least", "otherwise"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigError(f"Hedge {name} must be seconds > 0, got {value!r}")
+            check_number(getattr(self, name), f"Hedge {name}")
         if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
             raise ConfigError(f"Hedge samples must be a whole number >= 1, got {self.samples!r}")
+        check_number(self.max_share, "Hedge max_share", unit="a share", at_most=1.0)
 
     def delay(self, latencies: Latencies, route: str) -> float:
         """Seconds to wait on route `route`'s attempt before hedging it."""
@@ -89,3 +101,54 @@ class Latencies:
         if len(values) < at_least:
             return None
         return values[max(math.ceil(share * len(values)) - 1, 0)]
+
+
+class HedgeShares:
+    """How many of each group's recent requests could hedge, and how many hedges left: a
+    hedge may leave while the group's hedges stay within `share` of its requests (the
+    first one of a group always may). Counts are halved past `window` requests, so the
+    share is that of the recent requests, not of all time. Thread-safe; in this process."""
+
+    def __init__(self, window: int = 200) -> None:
+        self._window = window
+        self._lock = threading.Lock()
+        self._counts: dict[str, list[float]] = {}
+
+    def request(self, group: str) -> None:
+        """A request of `group` that may hedge was sent its first attempt."""
+        with self._lock:
+            counts = self._counts.setdefault(group, [0.0, 0.0])
+            counts[0] += 1
+            if counts[0] > 2 * self._window:
+                counts[0] /= 2
+                counts[1] /= 2
+
+    def take(self, group: str, share: float) -> bool:
+        """Whether a hedge of `group` may leave now; if so it is counted."""
+        with self._lock:
+            requests, hedges = self._counts.setdefault(group, [0.0, 0.0])
+            if hedges + 1 > max(1.0, share * requests):
+                return False
+            self._counts[group][1] = hedges + 1
+            return True
+
+    def give_back(self, group: str) -> None:
+        """A hedge counted by `take` was not sent after all (refused by a check)."""
+        with self._lock:
+            counts = self._counts.get(group)
+            if counts is not None and counts[1] >= 1:
+                counts[1] -= 1
+
+
+def side_effect(operation: str, kwargs: Mapping[str, Any]) -> str | None:
+    """Why a call must not be sent twice (its side effect at the provider), or None."""
+    if kwargs.get("background"):
+        return "a background response"
+    if kwargs.get("conversation") is not None or kwargs.get("previous_response_id"):
+        return "it continues a conversation"
+    store = kwargs.get("store")
+    if operation == "responses" and store is not False:
+        return "a stored response (store=False would allow it)"
+    if store:
+        return "a stored completion (store=True)"
+    return None

@@ -96,7 +96,10 @@ class RateBook:
                 route.name,
                 Check.RATE_LIMIT,
                 f"rate window store unreachable: {error}",
-                {"frees_in": math.inf, "closed_for": 0.0, "requests": 0, "tokens": 0},
+                {
+                    "frees_in": math.inf, "closed_for": 0.0, "requests": 0, "tokens": 0,
+                    "store_unreachable": True,
+                },
             )
         return self.verdict(candidate, window, tokens)
 

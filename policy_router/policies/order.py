@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..ground.errors import ConfigError
+from ..ground.numbers import check_number
 from ..state.store import Health
 from .bounds import RequestFacts
 
@@ -182,7 +183,7 @@ class Fastest:
     reads_health = False
 
     def __init__(self, alpha: float = 0.3) -> None:
-        self.alpha = alpha
+        self.alpha = check_number(alpha, "Fastest alpha", unit="a weight", at_most=1.0)
         self._lock = threading.Lock()
         self._stats: dict[str, tuple[float, float]] = {}
 
@@ -241,10 +242,12 @@ _CLOSED = Health()
 
 
 def prices_order(order: Order | Ordering) -> bool:
-    """Whether `order` ranks routes by this request's estimated cost (CHEAPEST, or a
-    sticky ordering whose rest is CHEAPEST): the request's tokens must then be counted,
-    the same way for the live call and for `explain`."""
-    return order is Order.CHEAPEST or (isinstance(order, Sticky) and order.then is Order.CHEAPEST)
+    """Whether `order` ranks routes by this request's estimated cost (CHEAPEST, an
+    ordering that says it reads prices, as `Order.SCORE` with a cost weight does, or a
+    sticky ordering whose rest is one of these): the request's tokens must then be
+    counted, the same way for the live call and for `explain`."""
+    rest = order.then if isinstance(order, Sticky) else order
+    return rest is Order.CHEAPEST or getattr(rest, "reads_prices", False) is True
 
 
 def arrange(

@@ -159,20 +159,30 @@ def _parse(text: str, path: Path) -> Any:
 
 
 def load_yaml(text: str, path: Path | str) -> Any:
-    """Parse YAML, refusing duplicate keys (which YAML would otherwise let the last win)."""
+    """Parse YAML as `yaml.safe_load` does (anchors, aliases and `<<:` merge keys
+    included), refusing a key written twice in one mapping, which YAML would otherwise let
+    the last win. A key a merge brings in may be overridden by the mapping's own, as YAML
+    says."""
     import yaml
 
     class _Strict(yaml.SafeLoader):
         pass
 
     def mapping(loader: _Strict, node: yaml.MappingNode) -> dict[Any, Any]:
+        own = sum(1 for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge")
+        # SafeLoader's own step: the merged mappings' pairs go first, the merge keys away.
+        loader.flatten_mapping(node)
+        merged = len(node.value) - own
         out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
+        written: set[Any] = set()
+        for index, (key_node, value_node) in enumerate(node.value):
             key = loader.construct_object(key_node, deep=True)
-            if key in out:
-                raise ConfigError(
-                    f"{path}: duplicate key {key!r} (line {key_node.start_mark.line + 1})"
-                )
+            if index >= merged:
+                if key in written:
+                    raise ConfigError(
+                        f"{path}: duplicate key {key!r} (line {key_node.start_mark.line + 1})"
+                    )
+                written.add(key)
             out[key] = loader.construct_object(value_node, deep=True)
         return out
 

@@ -4,16 +4,20 @@ Only faults about the provider are retried (5xx, connection errors, 429s, a stre
 before its first chunk); a refusal, a bad request or a wrong key never is. A timeout is
 not retried unless asked (`Retry(on=...)` naming it): a route that did not answer in time
 is more often slow than unlucky, and the next route may answer at once, so a timed-out
-attempt moves on. A 429 is retried only when no other route is left to ask (the provider
-said "not now"), after its Retry-After when that is no longer than `max_backoff`; a longer
-one moves on too. `attempts` is the *total*: `Retry(attempts=2)` sends at most two
+attempt moves on. A 429 moves on to the next route at once while one is left (the provider
+said "not now", and another may answer now); with none left it is retried after its
+Retry-After when that is no longer than `max_backoff`. Where the preferred route is worth
+a short wait, `Retry(rate_limited_wait=5)` waits out a Retry-After of up to 5 seconds (and
+no longer than `max_backoff`) on the same route, as a 5xx's backoff is, before any other
+route is asked; a longer one, or a 429 that names no wait, still moves on at once. `attempts` is the *total*: `Retry(attempts=2)` sends at most two
 requests to a route. A wait that would pass the deadline is not taken: the next route is
 asked, or, with none left, the call ends with the deadline's error.
 
 `Retry(routes="first")` gives the retries only to the first route the request was sent to
 (the ordering's best, when it could be asked); the others get their one request each.
-`Retry(decide=fn)` replaces `on` with your own decision, called with a `RetryContext` for
-each fault about the provider: it must return exactly `True` or `False`. No decision can
+`Retry(decide=fn)` replaces `on` and `rate_limited_wait` with your own decision, called
+with a `RetryContext` for each fault about the provider, a 429 with other routes queued
+included: it must return exactly `True` or `False`. No decision can
 retry what is never retried (a bad request, a refusal, a wrong key), pass `attempts`, or
 retry a route the breaker has just rested.
 """
@@ -25,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..ground.errors import ConfigError
+from ..ground.numbers import check_number
 from ..ground.outcome import Fault, FaultKind
 
 __all__ = ["RETRIED", "Retry", "RetryContext"]
@@ -77,6 +82,9 @@ class Retry:
         routes: `"all"` (every route may be retried) or `"first"` (only the first sent to).
         decide: Your own decision in place of `on`: called with a `RetryContext`, it
             returns exactly `True` or `False`.
+        rate_limited_wait: The longest Retry-After a 429 may name and still be waited out
+            on the same route while other routes are queued (0: the next route is asked
+            at once).
 
     Raises:
         ConfigError: a field is wrong, or `on` names a fault that is not about the provider.
@@ -89,6 +97,7 @@ class Retry:
     on: Iterable[FaultKind | str] | FaultKind | str = field(default=RETRIED)
     routes: str = "all"
     decide: Callable[[RetryContext], bool] | None = None
+    rate_limited_wait: float = 0.0
 
     def __post_init__(self) -> None:
         if (
@@ -97,10 +106,8 @@ class Retry:
             or self.attempts < 1
         ):
             raise ConfigError(f"Retry attempts must be a whole number >= 1, got {self.attempts!r}")
-        for name in ("backoff", "max_backoff"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ConfigError(f"Retry {name} must be seconds >= 0, got {value!r}")
+        for name in ("backoff", "max_backoff", "rate_limited_wait"):
+            check_number(getattr(self, name), f"Retry {name}", at_least=0)
         try:
             kinds = frozenset(FaultKind(k) for k in _iter(self.on))
         except ValueError as error:
@@ -150,6 +157,14 @@ class Retry:
         wait = min(self.backoff * 2 ** (sent - 1), self.max_backoff)
         return rng.uniform(wait / 2, wait) if self.jitter else wait
 
+
+    def waits_out(self, fault: Fault) -> bool:
+        """Whether a 429 is retried on its route although other routes are queued: your
+        decision asks itself (`decide`); else when its Retry-After is short."""
+        if self.decide is not None:
+            return True
+        after = fault.retry_after
+        return after is not None and after <= min(self.rate_limited_wait, self.max_backoff)
 
     def _decided(self, context: RetryContext) -> bool:
         assert self.decide is not None

@@ -246,6 +246,12 @@ class Scored:
         self._warned = False
         self._down_until = 0.0
 
+    @property
+    def reads_prices(self) -> bool:
+        """Whether the ranking weighs each route's estimated cost for the request (a
+        `cost_weight` above 0): the request's tokens are then counted for it."""
+        return self.score.cost_weight > 0
+
     def bound(self, read: Reader, score: Score | None) -> Scored:
         """This ordering reading history through `read`, with `score` when one is given."""
         return Scored(score or self.score, read)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ...ground.errors import ConfigError
+from ...ground.numbers import check_number
 from . import schema
 from .base import SQLMetrics
 from .schema import MetricRow
@@ -40,7 +41,7 @@ class SQLiteMetrics(SQLMetrics):
         super().__init__()
         self.path = Path(path)
         self.target = str(self.path)
-        self._timeout = timeout
+        self._timeout = check_number(timeout, "SQLiteMetrics timeout")
         self._local = threading.local()
 
     def _connection(self) -> Any:
@@ -192,6 +193,7 @@ class PostgresMetrics(SQLMetrics):
             raise ConfigError("PostgresMetrics needs psycopg: pip install 'policy-router[postgres]'") from None
         if not isinstance(dsn, str) or not dsn.strip():
             raise ConfigError(f"PostgresMetrics needs a libpq DSN (postgresql://...), got {dsn!r}")
+        check_number(timeout, "PostgresMetrics timeout")
         if pool_mode not in _POOL_MODES:
             raise ConfigError(
                 f"PostgresMetrics pool_mode must be one of {', '.join(_POOL_MODES)}, got {pool_mode!r}"

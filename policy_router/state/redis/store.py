@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 
 from ...ground.clock import Clock, MonotonicClock
 from ...ground.errors import ConfigError, StoreUnavailableError
+from ...ground.numbers import check_number
 from ..admission import Admission, Admitting, Settlement
 from ..memory import InMemoryStore
 from ..store import Health, SpendState, StoreCall
@@ -133,8 +134,7 @@ class RedisStore(RememberedResponses):
             ("probe_lease", probe_lease),
             ("keep_health", keep_health),
         ):
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigError(f"RedisStore {field} must be seconds > 0, got {value!r}")
+            check_number(value, f"RedisStore {field}")
         # A bounded pool whose callers queue for a free connection: waiting for one is
         # congestion in this process, not an outage, and a pool that refused or timed out
         # instead would turn a burst of concurrent calls into "budget store unreachable".
