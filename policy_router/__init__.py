@@ -3,6 +3,9 @@
 The public names are re-exported here; everything else is private to the package.
 """
 
+import sys as _sys
+from contextlib import suppress as _suppress
+
 from loguru import logger as _logger
 
 from .config.changes import Changes, Reconfigured
@@ -134,3 +137,27 @@ __all__ = [
     "register_ordering",
     "unregister_ordering",
 ]
+
+
+def _show_as_public(names: list[str]) -> None:
+    """A public name shows where a user imports it from: a traceback says
+    `policy_router.NoRouteError`, not the private module that defines it (as httpx does).
+    A class's annotations are strings (PEP 563) that `typing.get_type_hints` reads in the
+    module `__module__` names: each is resolved in its own module first, so they still read."""
+    for name in names:
+        public = globals()[name]
+        home = getattr(public, "__module__", "")
+        if not home.startswith("policy_router."):
+            continue
+        if isinstance(public, type) and "__annotations__" in public.__dict__:
+            scope = vars(_sys.modules[home])
+            for field, text in list(public.__annotations__.items()):
+                # A name only type checkers import cannot be resolved: left as written.
+                with _suppress(Exception):
+                    if isinstance(text, str):
+                        public.__annotations__[field] = eval(text, scope, dict(vars(public)))
+        public.__module__ = "policy_router"
+
+
+_show_as_public(__all__)
+del _show_as_public

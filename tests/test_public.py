@@ -60,3 +60,47 @@ def test_importing_the_package_imports_no_optional_extra() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_public_names_show_as_the_package_s_own() -> None:
+    """Every public name reads `policy_router.X` (its repr, a traceback, a log), as the
+    user imports it; its annotations still resolve; its records still pickle."""
+    import pickle
+    import traceback
+    import typing
+
+    from policy_router import Check, NoRouteError, Skip
+
+    for name in policy_router.__all__:
+        assert getattr(policy_router, name).__module__ == "policy_router", name
+    try:
+        raise NoRouteError("no route in group 'g'")
+    except NoRouteError:
+        shown = traceback.format_exc()
+    assert "policy_router.NoRouteError: no route in group 'g'" in shown
+    for name in ("Attempt", "Journey", "Route", "Skip", "Health", "Retry", "Breaker", "Hedge", "Routed"):
+        hints = typing.get_type_hints(getattr(policy_router, name))
+        assert hints and not any(isinstance(h, str) for h in hints.values()), name
+    skip = Skip("openai/a", Check.BUDGET, "spent", {"left": 0})
+    assert pickle.loads(pickle.dumps(skip)) == skip
+
+
+def test_no_two_classes_of_the_package_share_a_name() -> None:
+    """A name says what it is: no two modules of the package define a class (or a type
+    alias) of the same name, so a traceback, a search or a reader never mistakes one for
+    the other (there were two `Verdict`s, two `Ordering`s, two `Usage`s and two `Cut`s)."""
+    import ast
+    from collections import defaultdict
+    from pathlib import Path
+
+    defined: defaultdict[str, list[str]] = defaultdict(list)
+    for path in sorted(Path(policy_router.__file__).parent.rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                defined[node.name].append(str(path))
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name) and target.id[:1].isupper() and not target.id.isupper():
+                        defined[target.id].append(str(path))
+    assert {n: p for n, p in defined.items() if len(p) > 1} == {}
