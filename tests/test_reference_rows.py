@@ -8,6 +8,7 @@ cannot be seen."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import warnings
 from typing import Any
 
@@ -363,3 +364,51 @@ def test_a_stream_that_fails_before_its_first_chunk_gives_its_connection_back_at
     assert text == "Hello from FakeProvider."
     failed, _answered = sources
     assert failed.response.is_closed
+
+
+@pytest.mark.parametrize("restart", [False, True])
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_stream_that_fails_after_its_first_chunk_gives_its_connection_back_at_once(
+    fake: FakeProvider, kind: str, restart: bool
+) -> None:
+    """A Responses stream fails mid-answer: raised in the stream, or restarted on the next
+    route, the failed stream's HTTP response is closed then (collection off), never left for
+    the garbage collector to close inside the HTTP client's pool lock."""
+    import gc
+
+    from policy_router.drive import transport
+
+    sources: list[Any] = []
+    real_send, real_asend = transport.send, transport.asend
+
+    def send(*args: Any) -> Any:
+        sources.append(real_send(*args))
+        return sources[-1]
+
+    async def asend(*args: Any) -> Any:
+        sources.append(await real_asend(*args))
+        return sources[-1]
+
+    fake.script(FIRST, StreamError(after=2, event="response.failed", code="server_error"))
+    extra: dict[str, Any] = {"stream_failure": "restart", "on_restart": lambda _: None} if restart else {}
+    router = _responses_router(fake, **extra)
+
+    def read() -> None:
+        for _ in router.responses(model="g", input="say it", stream=True):
+            pass
+
+    async def aread() -> None:
+        async for _ in await router.aresponses(model="g", input="say it", stream=True):
+            pass
+
+    gc.disable()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(transport, "send", send)
+            patch.setattr(transport, "asend", asend)
+            with contextlib.nullcontext() if restart else pytest.raises(Exception):
+                read() if kind == "sync" else asyncio.run(aread())
+    finally:
+        gc.enable()
+    assert sources[0].response.is_closed
+    assert len(sources) == (2 if restart else 1)

@@ -111,6 +111,7 @@ class RoutedStream(_Routed, Iterator[Any]):
 
     _it: Iterator[Any]
     _reopen: Callable[[], tuple[Opened, Send]] | None
+    _reading = False  # a worker still reads the stream (a stall): it gives it back
 
     def __iter__(self) -> RoutedStream:
         return self
@@ -146,6 +147,10 @@ class RoutedStream(_Routed, Iterator[Any]):
         try:
             chunk = future.result(timeout=seconds)
         except FutureTimeout:
+            # The stream is given back when the worker's read ends (`_fail` leaves it).
+            self._reading = True
+            source = self._it
+            future.add_done_callback(lambda _read: stream_open.release(source))
             w = self._watch
             raise raised.stall_error(w.send.route, seconds, w.chunks, self.text) from None
         if chunk is _END:
@@ -155,6 +160,9 @@ class RoutedStream(_Routed, Iterator[Any]):
     def _fail(self, exc: BaseException) -> None:
         watch = self._watch
         error = watch.plan.run(watch.failed(exc, restart=self._reopen is not None), bounded=False)
+        if not self._reading:  # raised or restarted, the failed stream is given back now
+            stream_open.release(self._it)
+        self._reading = False
         _raise(error, exc)
         assert self._reopen is not None
         opened, send = self._reopen()
@@ -185,6 +193,7 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
     _it: AsyncIterator[Any]
     _reopen: Callable[[], Awaitable[tuple[Opened, Send]]] | None
     _loop: asyncio.AbstractEventLoop | None = None
+    _closing = False  # a stall's close of the stream is under way
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -211,6 +220,7 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
                     except TimeoutError:
                         # A stall ends the answer as a cut; its connection is closed.
                         _close_later_if(self._it)
+                        self._closing = True
                         raise raised.stall_error(
                             w.send.route, stall, w.chunks, self.text
                         ) from None
@@ -239,6 +249,9 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
         error = await step(
             watch.plan, watch.failed(exc, restart=self._reopen is not None), bounded=False
         )
+        if not self._closing:  # raised or restarted, the failed stream is given back now
+            await stream_open.arelease(self._it)
+        self._closing = False
         _raise(error, exc)
         assert self._reopen is not None
         opened, send = await self._reopen()

@@ -1,12 +1,12 @@
 """Opening a routed stream, sync and async: one route's stream asked for, its first chunk
-read, or its failure raised with the connection given back.
+read, or its failure raised with the connection given back; and giving a stream back.
 
-A stream that fails before its first chunk (an error at its first event, a stream that ended
-or was made up empty) falls through to the next route; the route's own stream is closed
-before the failure is raised, so its HTTP response is released now, on this thread or loop.
-Left to the garbage collector, an unread response is closed wherever collection runs, which
-may be inside the HTTP client's own connection-pool lock: a deadlock (seen here with httpcore,
-a Responses stream failed at its first event).
+A stream the router is done with (it failed before its first chunk and the next route is
+asked, or failed later and is raised or restarted) is closed then (`release`), so its HTTP
+response is released now, on this thread or loop. Left to the garbage collector, an unread
+response is closed wherever collection runs, which may be inside the HTTP client's own
+connection-pool lock, taken again from the same thread: a deadlock (seen here with httpcore
+1.0, a Responses stream failed at its first event, the process hung on the next call).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..endpoints import StreamShape
 from . import raised, stream_events
 from .stream_watch import Opened
 
-__all__ = ["aopened", "opened", "stream_kwargs"]
+__all__ = ["aopened", "arelease", "opened", "release", "stream_kwargs"]
 
 
 def stream_kwargs(
@@ -49,12 +49,12 @@ def opened(source: Any, shape: StreamShape, send: Send, strip: bool) -> Opened:
         first = next(iterator, None)
     except Exception as exc:
         error = stream_events.typed(source, exc, send.route)
-        _close(source)
+        release(source)
         raise error from exc
     try:
         return source, iterator, _real(first, shape, send), strip
     except Exception:
-        _close(source)
+        release(source)
         raise
 
 
@@ -66,12 +66,12 @@ async def aopened(source: Any, shape: StreamShape, send: Send, strip: bool) -> O
         first = await anext(iterator, None)
     except Exception as exc:
         error = stream_events.typed(source, exc, send.route)
-        await _aclose(source)
+        await arelease(source)
         raise error from exc
     try:
         return source, iterator, _real(first, shape, send), strip
     except Exception:
-        await _aclose(source)
+        await arelease(source)
         raise
 
 
@@ -88,14 +88,16 @@ def _real(first: Any, shape: StreamShape, send: Send) -> Any:
     return first
 
 
-def _close(source: Any) -> None:
+def release(source: Any) -> None:
+    """Close a stream the router is done with, now (see the module docstring)."""
     close: Callable[[], Any] | None = getattr(source, "close", None)
     if close is not None:
         with contextlib.suppress(Exception):  # a stream already broken may refuse: it is gone
             close()
 
 
-async def _aclose(source: Any) -> None:
+async def arelease(source: Any) -> None:
+    """The async twin of `release`."""
     close: Callable[[], Awaitable[Any]] | None = getattr(source, "aclose", None)
     if close is not None:
         with contextlib.suppress(Exception):
