@@ -196,10 +196,10 @@ def test_spent_never_passes_the_cap_when_the_bound_was_finite(
 
 def test_the_reply_bound_multiplies_by_n_and_reads_both_caps() -> None:
     """n choices are n replies; with both caps the smaller binds; a prediction is extra."""
-    facts = RequestFacts(0, 10, reply_tokens=100, choices=8, reply_extra=5)
+    facts = RequestFacts(prompt_tokens=0, prompt_bound=10, reply_tokens=100, choices=8, reply_extra=5)
     assert reply_bound(facts, limit=None) == 8 * 100 + 5
-    assert reply_bound(RequestFacts(0, 10, reply_tokens=None), limit=40, choices=2) == 80
-    assert reply_bound(RequestFacts(0, 10, reply_tokens=None), limit=None) is None
+    assert reply_bound(RequestFacts(prompt_tokens=0, prompt_bound=10, reply_tokens=None), limit=40, choices=2) == 80
+    assert reply_bound(RequestFacts(prompt_tokens=0, prompt_bound=10, reply_tokens=None), limit=None) is None
 
 
 def test_a_pydantic_response_format_counts_as_the_schema_litellm_sends() -> None:

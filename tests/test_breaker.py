@@ -44,10 +44,10 @@ def test_the_whole_diagram_with_doubling_and_cap() -> None:
     health.succeeded("r")
     assert health.store.health("r") == Health()
     assert events == [
-        RestOpened("r", 10, 3, "overloaded", first=True),
-        RestOpened("r", 20, 4, "overloaded", first=False),
-        RestOpened("r", 25, 5, "overloaded", first=False),
-        RestOpened("r", 25, 6, "overloaded", first=False),
+        RestOpened(route="r", rest=10, failures=3, error="overloaded", first=True),
+        RestOpened(route="r", rest=20, failures=4, error="overloaded", first=False),
+        RestOpened(route="r", rest=25, failures=5, error="overloaded", first=False),
+        RestOpened(route="r", rest=25, failures=6, error="overloaded", first=False),
         RestClosed("r", 6),
     ]
 

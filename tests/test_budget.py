@@ -311,12 +311,12 @@ def test_ledger_never_loses_or_creates_a_micro(cap: int, steps: list[tuple[str, 
     for i, (op, amount, cost) in enumerate(steps):
         if op == "reserve":
             if ledger.store.reserve("budget", f"r{i}", amount, cap):
-                held.append(Reservation(amount, price, bounded=True, id=f"r{i}"))
+                held.append(Reservation(amount=amount, price=price, bounded=True, id=f"r{i}"))
         elif held:
             reservation = held.pop()
             if op == "settle":
                 # A bounded call never bills more than it reserved.
-                usage = Usage(min(cost, reservation.amount), 0)
+                usage = Usage(prompt=min(cost, reservation.amount), completion=0)
                 charged += price.cost(usage)
                 ledger.settle(reservation, usage)
             else:

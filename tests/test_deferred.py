@@ -49,7 +49,7 @@ def _candidate(priced: bool) -> Candidate:
 def _pair(priced: bool, usage: Usage | tuple[int, int] | None) -> tuple[DeferredAttempt, Attempt]:
     """The same answered attempt, deferred and made at once by `outcomes.answer`."""
     candidate = _candidate(priced)
-    full = Usage(*usage) if type(usage) is tuple else usage
+    full = Usage(prompt=usage[0], completion=usage[1]) if type(usage) is tuple else usage
     plain = answer(
         candidate.route, "g", "req1", "chat", 0.25, listed_cost(candidate, full), full,
         model="m-2026",
@@ -57,7 +57,7 @@ def _pair(priced: bool, usage: Usage | tuple[int, int] | None) -> tuple[Deferred
     return answered(candidate, "g", "req1", "chat", 0.25, usage, "m-2026"), plain
 
 
-USAGES = [None, (7, 3), Usage(7, 3), Usage(9, 4, cache_read=2, reasoning=1)]
+USAGES = [None, (7, 3), Usage(prompt=7, completion=3), Usage(prompt=9, completion=4, cache_read=2, reasoning=1)]
 
 
 @pytest.mark.parametrize("priced", [True, False])
@@ -136,7 +136,7 @@ def test_the_lanes_journey_holds_a_record_equal_to_the_plans(fake: FakeProvider)
     assert isinstance(fast, DeferredAttempt) and type(slow) is Attempt
     fast, slow = dataclasses.replace(fast, elapsed=0.0), dataclasses.replace(slow, elapsed=0.0)
     assert fast == slow
-    assert fast.cost is not None and fast.usage == Usage(7, 3)
+    assert fast.cost is not None and fast.usage == Usage(prompt=7, completion=3)
     assert repr(lane.steps[0]).startswith("Attempt(route='openai/a', outcome='answered'")
 
 
@@ -171,7 +171,7 @@ def test_the_common_replys_counts_are_what_the_whole_reading_gives(usage: dict[s
     response = _response(usage)
     counts, full = counts_of(response), usage_of(response)
     if counts is not None:
-        assert full == Usage(*counts)
+        assert full == Usage(prompt=counts[0], completion=counts[1])
     plain = set(usage) <= {"prompt_tokens", "completion_tokens"} or all(
         usage.get(k) is None for k in set(usage) - {"prompt_tokens", "completion_tokens"}
     )
@@ -196,7 +196,7 @@ def test_the_quick_makers_make_what_init_makes() -> None:
     later, _ = _pair(True, (7, 3))
     route = _candidate(True).route
     made = journey_of("g", Requirements(tools=True), (later,), "openai/m", 0.5, "req1")
-    init = Journey("g", Requirements(tools=True), (later,), "openai/m", 0.5, "req1")
+    init = Journey(group="g", requirements=Requirements(tools=True), steps=(later,), answered_by="openai/m", elapsed=0.5, id="req1")
     for quick, slow in ((made, init), (routed_of("r", route, made), Routed("r", route, init))):
         assert type(quick) is type(slow)
         assert [getattr(quick, f.name) for f in dataclasses.fields(slow)] == [

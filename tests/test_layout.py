@@ -92,3 +92,51 @@ def test_no_import_circle_in_the_package() -> None:
 def test_a_circle_is_found_when_there_is_one() -> None:
     """The circle finder itself sees a three-module loop (so the test above can fail)."""
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_record_of_the_package_is_built_from_more_than_three_positional_arguments() -> None:
+    """A record is built by naming its fields: no call to a dataclass of the package passes
+    more than three positional arguments (swapping two adjacent floats of an 18-field
+    `Attempt` would pass mypy), and the records of four fields or more are keyword-only."""
+    import ast
+    import dataclasses
+    import importlib
+    import inspect
+    import pkgutil
+    from pathlib import Path
+
+    import policy_router
+
+    records: dict[str, type] = {}
+    for found in pkgutil.walk_packages(policy_router.__path__, "policy_router."):
+        module = importlib.import_module(found.name)
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and dataclasses.is_dataclass(value) and value.__module__ in (
+                found.name, "policy_router"
+            ):
+                records[name] = value
+    root = Path(policy_router.__file__).parent
+    crowded = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            if called in records and len([a for a in node.args if not isinstance(a, ast.Starred)]) > 3:
+                crowded.append(f"{path.relative_to(root)}:{node.lineno} {called}")
+            if called in records and any(isinstance(a, ast.Starred) for a in node.args):
+                crowded.append(f"{path.relative_to(root)}:{node.lineno} {called}(*...)")
+    assert crowded == []
+    # The policies a user writes (Breaker, Retry, ...), FakeProvider's scripted steps
+    # (`Fail(503, "down")`) and two-or-three-field values stay as they were; every other
+    # record of four fields or more takes keywords only.
+    values = {"Breaker", "Retry", "Hedge", "Score", "Requirements", "Capabilities", "StoreCall"}
+    positional = {
+        name
+        for name, record in records.items()
+        if name not in values
+        and not record.__module__.startswith("policy_router.testing")
+        and len([f for f in dataclasses.fields(record) if f.init]) >= 4
+        and sum(1 for f in dataclasses.fields(record) if f.init and not f.kw_only) > 3
+    }
+    assert positional == set()

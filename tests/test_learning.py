@@ -71,11 +71,11 @@ def test_equal_scores_take_turns() -> None:
 
     routes = [Route(f"openai/{n}", group="g", capabilities=CAPS) for n in "abc"]
     candidates = [candidate_for(r, None, True) for r in routes]
-    same = Evidence(10, 9, 9, 4.5)
-    history = {"openai/a": same, "openai/b": same, "openai/c": Evidence(10, 2, 2, 1.0)}
+    same = Evidence(attempts=10, successes=9, latency_weight=9, latency_total=4.5)
+    history = {"openai/a": same, "openai/b": same, "openai/c": Evidence(attempts=10, successes=2, latency_weight=2, latency_total=1.0)}
     scored = Scored(Score(), lambda query: {rid: history[rid] for rid, _ in query.routes})
     firsts = [
-        [c.name for c in scored.order(candidates, OrderContext("g", None, 0.0, turn))]
+        [c.name for c in scored.order(candidates, OrderContext(group="g", facts=None, now=0.0, turn=turn))]
         for turn in range(4)
     ]
     assert [f[0] for f in firsts] == ["openai/a", "openai/b", "openai/a", "openai/b"]

@@ -71,11 +71,11 @@ def test_a_slot_settles_to_what_was_billed_or_is_given_back_once() -> None:
     windows = MemoryWindows(ManualClock())
     windows.take("a", "s1", 80, None, 100)
     windows.take("a", "s2", 10, None, 100)
-    assert windows.windows(["a"])["a"] == Window(2, 90, 2, WINDOW, 0.0)
+    assert windows.windows(["a"])["a"] == Window(requests=2, tokens=90, in_flight=2, frees_in=WINDOW, closed_for=0.0)
     windows.finish("a", "s1", 7)  # the answer billed 7 of the 80 it could have
     windows.finish("a", "s2", None)  # nothing was sent
     windows.finish("a", "s2", 50)  # a replay changes nothing
-    assert windows.windows(["a"])["a"] == Window(1, 7, 0, WINDOW, 0.0)
+    assert windows.windows(["a"])["a"] == Window(requests=1, tokens=7, in_flight=0, frees_in=WINDOW, closed_for=0.0)
     assert windows.take("a", "s1", 80, None, 100).taken  # a replayed take adds nothing
     assert windows.windows(["a"])["a"].requests == 1
 

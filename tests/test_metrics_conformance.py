@@ -62,7 +62,7 @@ def row(route: str = "a", outcome: str = "success", latency: float | None = 0.5,
 
 
 def query(*routes: str, streaming: bool = False, window: float = 3600.0, half_life: float | None = None) -> HistoryQuery:
-    return HistoryQuery(tuple((r, f"openai/{r}") for r in routes), "chat", streaming, window, half_life)
+    return HistoryQuery(routes=tuple((r, f"openai/{r}") for r in routes), endpoint="chat", streaming=streaming, window=window, half_life=half_life)
 
 
 def test_a_fresh_embedded_target_is_made_on_first_write_and_a_shared_one_only_by_create(
@@ -88,7 +88,7 @@ def test_one_row_per_requested_route_with_zeros_for_no_history(store: SQLMetrics
     store.write([row("a"), row("a", "error", None), row("a", "rate_limited", None), row("a", "timeout", None)])
     found = store.aggregate(query("a", "never"), "app", NOW)
     assert found["never"] == Evidence()
-    assert found["a"] == Evidence(4, 1, 1, 0.5, 1, 1, 1)
+    assert found["a"] == Evidence(attempts=4, successes=1, latency_weight=1, latency_total=0.5, errors=1, rate_limited=1, timeouts=1)
 
 
 def test_averages_count_successes_only_and_partitions_never_blend(store: SQLMetrics) -> None:

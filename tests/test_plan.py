@@ -22,7 +22,7 @@ def cand(
     name: str, reach: str = "on_device", caps: dict[Capability, bool] | None = None
 ) -> Candidate:
     route = Route(f"openai/{name}", group="g", reach=reach, api_key=f"key-of-{name}")
-    return Candidate(route, resolve(route.model, None, False, ALL if caps is None else caps))
+    return Candidate(route=route, capabilities=resolve(route.model, None, False, ALL if caps is None else caps))
 
 
 def test_plan_records_every_skip_and_attempt_in_order() -> None:
@@ -50,13 +50,13 @@ def test_plan_records_every_skip_and_attempt_in_order() -> None:
             "openai/v",
             Check.FLOOR,
             "vendor route (declared); the request is on-device only",
-            {"reach": "vendor"},
+            detail={"reach": "vendor"},
         ),
         Skip(
-            "openai/n", Check.KNOWN, "unknown model", {"why": plan.journey.skips[1].detail["why"]}
+            "openai/n", Check.KNOWN, "unknown model", detail={"why": plan.journey.skips[1].detail["why"]}
         ),
-        Attempt("openai/a", "server_error", 503, "overloaded ***", 1.5, then="next route"),
-        Attempt("openai/b", "answered", elapsed=0.25),
+        Attempt(route="openai/a", outcome="server_error", status=503, error="overloaded ***", elapsed=1.5, then="next route"),
+        Attempt(route="openai/b", outcome="answered", elapsed=0.25),
     )
     assert plan.journey.answered_by == "openai/b"
 

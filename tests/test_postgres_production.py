@@ -160,7 +160,7 @@ def test_every_pool_mode_bounds_each_statement_and_only_the_transaction_pooler_n
         store._run(lambda cur: cur.execute("SELECT pg_sleep(3)"))
     from policy_router.policies.score import HistoryQuery
 
-    query = HistoryQuery((("openai/a@x", "openai/a"),), "chat", False, 3600.0, None)
+    query = HistoryQuery(routes=(("openai/a@x", "openai/a"),), endpoint="chat", streaming=False, window=3600.0, half_life=None)
     for _ in range(8):  # psycopg prepares a statement run five times, unless told not to
         store.aggregate(query, "app", 0.0)
     assert (_prepared(store) == 0) == (mode == "transaction_pooler")

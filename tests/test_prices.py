@@ -54,20 +54,20 @@ def test_cost_prices_cache_and_reasoning_and_rounds_up() -> None:
     usage = Usage(prompt=1000, completion=100, cache_read=400, cache_write=100, reasoning=50)
     # 500 plain x 1 + 400 x 0.10 + 100 x 1.25 + 50 x 8 + 50 x 4, per million tokens, in micros
     assert price.cost(usage) == 500 + 40 + 125 + 400 + 200
-    assert Price(input="0.15", output="0").cost(Usage(1, 0)) == 1  # 0.15 micro rounds up
+    assert Price(input="0.15", output="0").cost(Usage(prompt=1, completion=0)) == 1  # 0.15 micro rounds up
 
 
 def test_long_context_tier_applies_above_its_threshold() -> None:
     """Prompts over long_above tokens are billed, and bounded, at the long-context rates."""
     price = Price(input="1", output="2", long_above=100, long_input="3", long_output="5")
-    assert price.cost(Usage(100, 10)) == 100 + 20
-    assert price.cost(Usage(101, 10)) == 303 + 50
+    assert price.cost(Usage(prompt=100, completion=10)) == 100 + 20
+    assert price.cost(Usage(prompt=101, completion=10)) == 303 + 50
     assert price.worst_case(50, 10) == 150 + 50
 
 
 usage_strategy = st.builds(
     lambda p, c, r, w, z, h: Usage(
-        p, c, min(r, p), min(w, p - min(r, p)), min(z, c), min(h, min(w, p - min(r, p)))
+        prompt=p, completion=c, cache_read=min(r, p), cache_write=min(w, p - min(r, p)), reasoning=min(z, c), cache_write_1h=min(h, min(w, p - min(r, p)))
     ),
     st.integers(0, 10**6),
     st.integers(0, 10**5),
@@ -139,7 +139,7 @@ def test_a_long_prompt_with_cache_writes_stays_within_its_bound() -> None:
         long_cache_write="7.50",
         long_cache_write_1h="12",
     )
-    usage = Usage(300_000, 1_000, cache_write=300_000, cache_write_1h=100_000)
+    usage = Usage(prompt=300_000, completion=1_000, cache_write=300_000, cache_write_1h=100_000)
     bill = sonnet.cost(usage)
     assert bill == 200_000 * 75 // 10 + 100_000 * 12 + 1_000 * 225 // 10  # micros
     assert sonnet.worst_case(300_000, 1_000) >= bill
@@ -155,7 +155,7 @@ def test_tables_without_the_new_rates_load_unchanged(tmp_path: Path) -> None:
         '[models."m"]\ninput = "1"\noutput = "2"\ncache_read = "0.5"\n'
     )
     price = PriceTable.load(path).rows["m"]
-    assert price.cost(Usage(10, 10, cache_read=4)) == 6 + 2 + 20
+    assert price.cost(Usage(prompt=10, completion=10, cache_read=4)) == 6 + 2 + 20
 
 
 def test_table_loads_from_toml_yaml_and_dict(tmp_path: Path) -> None:

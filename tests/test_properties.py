@@ -88,11 +88,11 @@ def test_the_core_keeps_its_promises(
         price = None if rate is None else Price(rate, rate)
         candidates.append(
             Candidate(
-                route,
-                resolve(
+                route=route,
+                capabilities=resolve(
                     route.model, None, False, {c: True for c in caps} or {Capability.TOOLS: False}
                 ),
-                price,
+                price=price,
             )
         )
     ledger = Ledger(Budget(Money(cap, "USD"), unpriced="allow"), store)
@@ -123,7 +123,7 @@ def test_the_core_keeps_its_promises(
         if kind is None:
             prompt, reply = next(usage_iter, (400, 100))
             beyond = beyond or (c.price is not None and (prompt > 400 or reply > 100))
-            plan.answered(send, Usage(prompt, reply))
+            plan.answered(send, Usage(prompt=prompt, completion=reply))
         else:
             plan.failed(send, Fault(kind, 500, "x", retry_after=0.0))
             if not kind.falls_through:

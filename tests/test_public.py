@@ -81,7 +81,7 @@ def test_public_names_show_as_the_package_s_own() -> None:
     for name in ("Attempt", "Journey", "Route", "Skip", "Health", "Retry", "Breaker", "Hedge", "Routed"):
         hints = typing.get_type_hints(getattr(policy_router, name))
         assert hints and not any(isinstance(h, str) for h in hints.values()), name
-    skip = Skip("openai/a", Check.BUDGET, "spent", {"left": 0})
+    skip = Skip("openai/a", Check.BUDGET, "spent", detail={"left": 0})
     assert pickle.loads(pickle.dumps(skip)) == skip
 
 

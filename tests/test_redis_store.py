@@ -101,7 +101,7 @@ def test_times_are_on_the_servers_clock_not_a_machines(url: str) -> None:
     store = RedisStore(url)
     early, late = ManualClock(100.0), ManualClock(1_000_100.0)
     a, b = store.bind("shared", early, print), store.bind("shared", late, print)
-    a.update_health("r", lambda h: Health("open", 3, rest_until=100.0 + 30, rest=30))
+    a.update_health("r", lambda h: Health(state="open", failures=3, rest_until=100.0 + 30, rest=30))
     seen = b.health("r")
     assert seen.state == "open"
     assert seen.rest_until - late.now() == pytest.approx(30, abs=0.5)
@@ -111,7 +111,7 @@ def test_times_are_on_the_servers_clock_not_a_machines(url: str) -> None:
 def test_one_probe_among_many_claimants(url: str) -> None:
     breaker = Breaker(failures=1, cooldown=30)
     stores = [RedisStore(url).bind("shared", ManualClock(), print) for _ in range(6)]
-    stores[0].update_health("r", lambda h: Health("open", 1, rest_until=-1.0, rest=30))
+    stores[0].update_health("r", lambda h: Health(state="open", failures=1, rest_until=-1.0, rest=30))
     reasons: list[str | None] = []
 
     def claim(store: Any) -> None:
@@ -134,7 +134,7 @@ def test_one_probe_among_many_claimants(url: str) -> None:
 
 def test_a_probe_whose_prober_died_is_given_up_after_its_lease(url: str) -> None:
     store = RedisStore(url, probe_lease=0.2).bind("shared", ManualClock(), print)
-    store.update_health("r", lambda h: Health("half_open", 1, rest_until=-1.0, probing=True))
+    store.update_health("r", lambda h: Health(state="half_open", failures=1, rest_until=-1.0, probing=True))
     assert store.health("r").probing
     time.sleep(0.3)
     assert not store.health("r").probing

@@ -307,7 +307,7 @@ def test_every_write_takes_effect_once_whatever_is_lost(
     ).bind("prop", clock, lambda _: None)
     route = Route("openai/a", group="g", api_key="k", capabilities={"tools": True}, prices=TABLE)
     candidate = Candidate(
-        route, resolve(route.model, None, False, route.capabilities), TABLE.rows["openai/a"]
+        route=route, capabilities=resolve(route.model, None, False, route.capabilities), price=TABLE.rows["openai/a"]
     )
     cap = 1_000_000
     ledger = Ledger(Budget(Money(cap, "USD")), store)
@@ -342,8 +342,8 @@ def test_every_write_takes_effect_once_whatever_is_lost(
             held = admitted.held
             assert held is not None
             if outcome == "answered":
-                send = Send(candidate, clock.now(), held, token=token)
-                cost = perform(store, gate.conclude(send, Usage(40, 50), None))
+                send = Send(candidate=candidate, started=clock.now(), held=held, token=token)
+                cost = perform(store, gate.conclude(send, Usage(prompt=40, completion=50), None))
                 assert cost is not None
                 charged += cost.micros
                 continue
@@ -355,7 +355,7 @@ def test_every_write_takes_effect_once_whatever_is_lost(
                 perform(store, health.release("openai/a", token))
                 continue
         if outcome == "answered":
-            cost, _ = perform(store, ledger.settle(held, Usage(40, 50)))
+            cost, _ = perform(store, ledger.settle(held, Usage(prompt=40, completion=50)))
             charged += cost.micros
             perform(store, health.succeeded("openai/a", token))
         else:

@@ -60,7 +60,7 @@ ARGUMENTS: Mapping[str, Any] = {
 """The constructor's keyword arguments (besides `routes`) and their defaults."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(kw_only=True, frozen=True, slots=True, eq=False)
 class Assembly:
     """One configuration of a router, with the parts built from it. Immutable."""
 

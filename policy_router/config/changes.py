@@ -18,7 +18,7 @@ from ..ground.route import Route, identities
 __all__ = ["Changes", "Reconfigured", "diff", "forgotten"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Changes:
     """Group and route names in each of four kinds, sorted. `changed` is False when the
     two configurations route every request alike (the other settings may still differ)."""

@@ -176,7 +176,7 @@ class Inspection:
         order = self._now.planner.order_of(group)
         scored = order if isinstance(order, Scored) else learning.bind(Scored(), {}, self._now.args, recorder)[0]
         assert isinstance(scored, Scored)
-        context = OrderContext(group, None, self._now.clock.now(), endpoint=endpoint, streaming=streaming)
+        context = OrderContext(group=group, facts=None, now=self._now.clock.now(), endpoint=endpoint, streaming=streaming)
         return tuple(scored.scores(candidates, context))
 
     def flush_metrics(self, timeout: float = 5.0) -> bool:

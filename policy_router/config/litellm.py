@@ -79,7 +79,7 @@ _ROUTER_ONLY = {
 _MODEL_INFO_READ = {"id", "mode", "max_output_tokens", "max_input_tokens", "reach", "base_model"}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Loaded:
     """What a configuration gives: routes, Router keyword arguments, variables that are
     not set (errors when building a router), and settings not applied (with their place)."""
@@ -278,7 +278,7 @@ def model_list_routes(
     """
     if not isinstance(model_list, Sequence) or isinstance(model_list, str):
         raise ConfigError(f"{where} must be a list of deployments with model_name")
-    loaded = Loaded([], env=dict(env or {}))
+    loaded = Loaded(routes=[], env=dict(env or {}))
     ordered: list[tuple[int, int, Route]] = []
     for i, entry in enumerate(model_list):
         try:

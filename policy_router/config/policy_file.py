@@ -339,7 +339,7 @@ def routes_and_policies(
         spec.metrics, spec.metrics_scope, spec.score, source, base,
         lambda value, where: secret(value, where, missing),
     )
-    return Loaded(routes, policies, missing)
+    return Loaded(routes=routes, policies=policies, missing=missing)
 
 
 def load(config: str | Path | Mapping[str, Any]) -> Loaded:

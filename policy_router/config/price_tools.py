@@ -83,7 +83,7 @@ def to_toml(table: PriceTable, header: Sequence[str] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Change:
     """One rate of one model that differs between two tables (None: not set)."""
 
@@ -103,7 +103,7 @@ class Change:
         return f"{self.rate} {old} -> {new}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Diff:
     """What moved between two tables: changed rates, models added and removed, and how
     many rows stayed the same."""
@@ -140,7 +140,7 @@ def diff(old: PriceTable, new: PriceTable) -> Diff:
     for model in old.rows.keys() & new.rows.keys():
         a, b = old.rows[model], new.rows[model]
         moved = [
-            Change(model, f, _field(a, f), _field(b, f))
+            Change(model=model, rate=f, old=_field(a, f), new=_field(b, f))
             for f in fields
             if _field(a, f) != _field(b, f)
         ]
@@ -149,10 +149,10 @@ def diff(old: PriceTable, new: PriceTable) -> Diff:
     order = {m: i for i, m in enumerate([*old.rows, *new.rows])}
     changes.sort(key=lambda c: (order[c.model], fields.index(c.rate)))
     return Diff(
-        tuple(changes),
-        tuple(m for m in new.rows if m not in old.rows),
-        tuple(m for m in old.rows if m not in new.rows),
-        unchanged,
+        changes=tuple(changes),
+        added=tuple(m for m in new.rows if m not in old.rows),
+        removed=tuple(m for m in old.rows if m not in new.rows),
+        unchanged=unchanged,
     )
 
 

@@ -73,7 +73,7 @@ class Capacity:
     def waited(self, seconds: float) -> None:
         """The driver waited `seconds` for capacity: say so, and consider the routes again."""
         why = "; ".join(f"{s.route}: {s.reason}" for s in self._round)
-        self._record(Waited(seconds, why))
+        self._record(Waited(seconds=seconds, why=why))
         self._poll = min(self._poll * 2, 1.0)
         self._round, self._tried_in_round = [], False
         self._queue = deque((c, 0.0, 1) for c in self._eligible)

@@ -40,7 +40,7 @@ def _static_skip(candidate: Candidate, needs: Requirements) -> Skip | None:
     if not route.enabled:
         return Skip(route.name, Check.ENABLED, "disabled (enabled=False on the route)")
     if not caps.known:
-        return Skip(route.name, Check.KNOWN, "unknown model", {"why": caps.why_unknown})
+        return Skip(route.name, Check.KNOWN, "unknown model", detail={"why": caps.why_unknown})
     unmet = needs.unmet_by(caps)
     if unmet:
         names = ", ".join(c.value.replace("_", " ") for c in unmet)
@@ -48,14 +48,14 @@ def _static_skip(candidate: Candidate, needs: Requirements) -> Skip | None:
             route.name,
             Check.REQUIREMENTS,
             f"cannot do {names}",
-            {"missing": tuple(c.value for c in unmet)},
+            detail={"missing": tuple(c.value for c in unmet)},
         )
     if needs.on_device and route.reach is not Reach.ON_DEVICE:
         return Skip(
             route.name,
             Check.FLOOR,
             f"vendor route ({route.reach_reason}); the request is on-device only",
-            {"reach": route.reach.value},
+            detail={"reach": route.reach.value},
         )
     return None
 
@@ -116,18 +116,18 @@ def explain(
                 or (rpm and window.requests >= rpm)
                 or (tpm and window.tokens + need > tpm)
             ):
-                verdicts.append(Verdict(c.name, None, Check.RATE_LIMIT, reason))
+                verdicts.append(Verdict(route=c.name, position=None, check=Check.RATE_LIMIT, reason=reason))
                 continue
         if ledger is not None and facts is not None:
             verdict = perform(ledger.store, ledger.check(c, facts))
             if isinstance(verdict, Skip):
-                verdicts.append(Verdict(c.name, None, verdict.check, verdict.reason))
+                verdicts.append(Verdict(route=c.name, position=None, check=verdict.check, reason=verdict.reason))
                 continue
         verdicts.append(
-            Verdict(c.name, len([v for v in verdicts if v.would_try]) + 1, None, reason)
+            Verdict(route=c.name, position=len([v for v in verdicts if v.would_try]) + 1, check=None, reason=reason)
         )
     verdicts += [
-        Verdict(c.name, None, skips[c.name].check, skips[c.name].reason)
+        Verdict(route=c.name, position=None, check=skips[c.name].check, reason=skips[c.name].reason)
         for c in candidates
         if c.name in skips
     ]

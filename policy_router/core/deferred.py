@@ -48,7 +48,7 @@ class DeferredAttempt(Attempt):
             raise AttributeError(name)
         candidate, group, endpoint, elapsed, usage, model, journey_id = self._parts
         if type(usage) is tuple:
-            usage = Usage(*usage)
+            usage = Usage(prompt=usage[0], completion=usage[1])
         made = answer(
             candidate.route, group, journey_id, endpoint, elapsed,
             listed_cost(candidate, usage), usage, model=model,
@@ -59,7 +59,7 @@ class DeferredAttempt(Attempt):
 
     def plain(self) -> Attempt:
         """The same record as a plain `Attempt`."""
-        return Attempt(*(getattr(self, f) for f in _FIELDS))
+        return Attempt(**{f: getattr(self, f) for f in _FIELDS})
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Attempt):
@@ -72,7 +72,12 @@ class DeferredAttempt(Attempt):
         return repr(self.plain())
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return Attempt, tuple(getattr(self, f) for f in _FIELDS)
+        return _plain_attempt, ({f: getattr(self, f) for f in _FIELDS},)
+
+
+def _plain_attempt(fields: dict[str, Any]) -> Attempt:
+    """A copy or an unpickled deferred attempt: the plain `Attempt` of its fields."""
+    return Attempt(**fields)
 
 
 _new = object.__new__

@@ -51,7 +51,7 @@ def request_attributes(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return {k: kwargs[k] for k in _DESCRIBED if kwargs.get(k) is not None}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class RequestStarted:
     """A request reached the router and is about to be routed.
 
@@ -67,7 +67,7 @@ class RequestStarted:
     settings: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class AttemptStarted:
     """The request is being sent to `route`: the `attempt`-th send of the request (1-based),
     the `number`-th to this route (a retry is 2), `probe` when it is the one half-open probe

@@ -90,7 +90,7 @@ class Following(Outcomes):
                     Check.CONTEXT_WINDOW,
                     f"window {candidate.window:,} is no larger than {send.route.name}'s "
                     f"{too_small:,}, which found the prompt too long",
-                    {"window": candidate.window, "refused_by": too_small},
+                    detail={"window": candidate.window, "refused_by": too_small},
                 ))
                 continue
             kept.append(entry)

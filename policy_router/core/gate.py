@@ -96,8 +96,8 @@ class Gate:
             return Admitted()  # nothing of this route's is counted or held
         hold = new_id() if priced is not None else ""
         ask = Admission(
-            name,
-            token,
+            route=name,
+            token=token,
             health=self.health is not None,
             take=take,
             budget=self.ledger.budget.name if priced is not None and self.ledger else None,
@@ -126,7 +126,8 @@ class Gate:
                 return full
         held = None
         if priced is not None and self.ledger is not None:
-            held = Reservation(*priced, hold)
+            amount, price, bounded = priced
+            held = Reservation(amount=amount, price=price, bounded=bounded, id=hold)
             if not got.reserved:
                 assert got.spend is not None
                 refusal = self.ledger.refused(candidate, held, got.spend)
@@ -240,8 +241,8 @@ class Gate:
         )
         slot = send.slot_tokens is not None and self.rates is not None
         done = Settlement(
-            candidate.id,
-            send.token,
+            route=candidate.id,
+            token=send.token,
             budget=self.ledger.budget.name if held is not None and self.ledger else None,
             hold=held.id if held is not None else "",
             cost=charged,
@@ -292,7 +293,7 @@ def _at_once(kind: type) -> bool:
     return found
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Send:
     """The core's instruction: send the request to `candidate`'s route now."""
 

@@ -33,7 +33,7 @@ CLOSED = "closed"
 """The outcome of a stream its caller closed before its end."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Attempt:
     """One request sent to a route, and how it ended.
 
@@ -113,7 +113,7 @@ class Attempt:
         return text
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Waited:
     """The request waited `seconds` for capacity (`Router(wait_for_capacity=True)`): every
     route that could serve was full, for the reasons in `why`."""
@@ -140,7 +140,7 @@ def _short(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@dataclass(kw_only=True, frozen=True, slots=True, repr=False)
 class Journey:
     """One request's journey through a group: skips and attempts, in order.
 
@@ -327,7 +327,7 @@ def routed_of(response: R, route: Route, journey: Journey) -> Routed[R]:
     return made
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Verdict:
     """What the router would do with one route for a request: try it (and when), or skip."""
 

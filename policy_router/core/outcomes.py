@@ -198,7 +198,7 @@ class Outcomes:
                     send.route.name,
                     Check.SEND,
                     self._redact(send, fault.message),
-                    {"about": fault.kind.about},
+                    detail={"about": fault.kind.about},
                 )
             )
             if not fault.kind.falls_through:
@@ -282,8 +282,8 @@ class Outcomes:
     ) -> Attempt:
         message = self._redact(send, fault.message)  # learns what the attempt carried
         return Attempt(
-            send.route.name,
-            fault.kind.value,
+            route=send.route.name,
+            outcome=fault.kind.value,
             status=fault.status,
             error=message,
             elapsed=self._since(send),
@@ -340,7 +340,7 @@ def answer(
     # Every field by position (the field order of `Attempt`): one call per answered
     # request, on the path where matching keywords to parameters shows.
     return Attempt(
-        route.name, "answered", None, "", elapsed, wait, "returned", cost, usage, streamed,
-        sent, model, group, journey_id, 0.0, route.id, endpoint, None,
+        route=route.name, outcome="answered", status=None, error="", elapsed=elapsed, wait=wait, then="returned", cost=cost, usage=usage, streamed=streamed,
+        sent=sent, response_model=model, group=group, journey_id=journey_id, rested=0.0, route_id=route.id, endpoint=endpoint, duration=None,
     )
 

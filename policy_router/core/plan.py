@@ -142,7 +142,7 @@ class Plan(Endings, Capacity):
         # wants them; the router leaves it None otherwise, which costs nothing per call.
         self._frame = frame
         if frame is not None:
-            frame(RequestStarted(self.id, group, operation, needs, settings or {}))
+            frame(RequestStarted(journey_id=self.id, group=group, operation=operation, needs=needs, settings=settings or {}))
         self._candidates = candidates
         self._ids: dict[str, str] | None = None
         eligible, skips = sifted if sifted is not None else sift(candidates, needs)
@@ -308,12 +308,12 @@ class Plan(Endings, Capacity):
             self._on_dispatch(candidate.id, self._attempts)  # an ordering told of each send
         if self._frame is not None:
             self._frame(
-                AttemptStarted(self.id, self.group, route, self._attempts, number, probe)
+                AttemptStarted(journey_id=self.id, group=self.group, route=route, attempt=self._attempts, number=number, probe=probe)
             )
         floor = self.needs.on_device
         return Send(
-            candidate, self._clock.now() + wait, held, wait, timeout, number, probe, token,
-            slot, self._attempts, wire_for(candidate, held, floor, self._ledger, self._facts),
+            candidate=candidate, started=self._clock.now() + wait, held=held, wait=wait, timeout=timeout, number=number, probe=probe, token=token,
+            slot_tokens=slot, attempt=self._attempts, wire=wire_for(candidate, held, floor, self._ledger, self._facts),
         )
 
     # -- hedging ----------------------------------------------------------------------------
@@ -346,7 +346,7 @@ class Plan(Endings, Capacity):
         if self._shares is not None and not self._shares.take(self.group, share):
             self._record(Skip(candidate.name, Check.HEDGE, (
                 f"hedge not sent: hedges reached {share:.0%} of group {self.group!r}'s "
-                "recent requests (Hedge.max_share)"), {"max_share": share}))
+                "recent requests (Hedge.max_share)"), detail={"max_share": share}))
             return None
         self._sends += 1
         token = f"{self.id}.{self._sends}"

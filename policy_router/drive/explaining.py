@@ -55,7 +55,7 @@ def _notes(
     if not callable(scores):
         return None
     context = OrderContext(
-        group, facts, planner.now(), endpoint=endpoint.name, streaming=needs.streaming
+        group=group, facts=facts, now=planner.now(), endpoint=endpoint.name, streaming=needs.streaming
     )
     try:
         return {s.id: str(s) for s in scores(list(candidates), context)}

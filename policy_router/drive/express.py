@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["Call", "Lane", "takes_lane"]
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Call:
     """One call as `Planner.prepare` read it: checked, with what it needs and where it
     may go (its group's routes, sifted by those needs), before anything is held."""
@@ -288,7 +288,7 @@ class _Trip(Wire):
         """The attempt as the plan adopts it: admitted as a closed record is (nothing held,
         no probe, no slot), under the token `{id}.1`, with how it ended."""
         send = Send(
-            self.candidate, self.started, None, 0.0, self.timeout, 1, False, f"{self.id}.1",
-            None, 1, self,
+            candidate=self.candidate, started=self.started, held=None, wait=0.0, timeout=self.timeout, number=1, probe=False, token=f"{self.id}.1",
+            slot_tokens=None, attempt=1, wire=self,
         )
         return calls.Sent(send, result, error)

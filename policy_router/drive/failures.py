@@ -112,7 +112,7 @@ def _classified(exc: BaseException) -> Fault:
     retry_after = _retry_after(exc)
 
     def fault(kind: FaultKind) -> Fault:
-        return Fault(kind, status, message, retry_after)
+        return Fault(kind, status, message, retry_after=retry_after)
 
     if isinstance(exc, litellm.exceptions.UnsupportedParamsError):
         # LiteLLM's own parameter check, made before anything is sent.

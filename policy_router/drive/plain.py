@@ -107,8 +107,8 @@ def made(
     `call_kwargs`, already checked."""
     candidates, needs, sifted, lane = known
     return Call(
-        endpoint, group, candidates, needs, call_kwargs, sifted, deadline, None, None, wait,
-        None, lane,
+        endpoint=endpoint, group=group, candidates=candidates, needs=needs, call_kwargs=call_kwargs, sifted=sifted, seconds=deadline, timeout=None, retry=None, wait=wait,
+        previous=None, lane=lane,
     )
 
 

@@ -249,7 +249,7 @@ class Planner:
             if take:
                 self._turns[group] = turn + 1
         context = OrderContext(
-            group, facts, self._clock.now(), turn,
+            group=group, facts=facts, now=self._clock.now(), turn=turn,
             endpoint=endpoint.name, streaming=needs.streaming,
         )
         return arrange(self.order_of(group), context)
@@ -299,10 +299,10 @@ class Planner:
             self._plain[group] = (candidates, needs, *entry)
         timeout = call_kwargs.get("timeout")
         return Call(
-            endpoint, group, candidates, needs, call_kwargs, entry[0],
-            kwargs.get("deadline", self._deadline),
-            float(timeout) if isinstance(timeout, int | float) else None,
-            retry, wait, previous, entry[1], kwargs.get("hedge"), "hedge" in kwargs,
+            endpoint=endpoint, group=group, candidates=candidates, needs=needs, call_kwargs=call_kwargs, sifted=entry[0],
+            seconds=kwargs.get("deadline", self._deadline),
+            timeout=float(timeout) if isinstance(timeout, int | float) else None,
+            retry=retry, wait=wait, previous=previous, lane=entry[1], hedge=kwargs.get("hedge"), own_hedge="hedge" in kwargs,
         )
 
     def _sift(

@@ -71,7 +71,7 @@ def fitted(
                     c.name,
                     Check.CONTEXT_WINDOW,
                     f"reply cap {cap:,} tokens > the model's output limit {c.most_reply:,}",
-                    {"cap": cap, "output_limit": c.most_reply},
+                    detail={"cap": cap, "output_limit": c.most_reply},
                 )
             )
             continue
@@ -91,7 +91,7 @@ def fitted(
                 c.name,
                 Check.CONTEXT_WINDOW,
                 f"prompt {tokens:,} tokens{reply} > window {c.window:,}",
-                {"tokens": tokens, "cap": cap, "window": c.window},
+                detail={"tokens": tokens, "cap": cap, "window": c.window},
             )
         )
     if not more:

@@ -15,7 +15,7 @@ from ..policies.requirements import Requirements
 __all__ = ["Endpoint", "Piece", "StreamShape"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Piece:
     """What one streamed chunk or event says: its text, the finish reason it gives (the
     answer ended), the usage it carries, and whether it carries anything for the caller."""
@@ -32,7 +32,7 @@ class Piece:
 
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class StreamShape:
     """How an endpoint's stream reads.
 
@@ -54,7 +54,7 @@ class StreamShape:
 
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Endpoint:
     """One kind of call (see the module docstring).
 

@@ -29,7 +29,7 @@ def read_chunk(chunk: Any) -> Piece:
         carries = carries or bool(
             content or reason or getattr(delta, "tool_calls", None) or getattr(delta, "role", None)
         )
-    return Piece("".join(text), finish, usage_of(chunk), carries)
+    return Piece(text="".join(text), finish=finish, usage=usage_of(chunk), carries=carries)
 
 
 def _check(kwargs: Mapping[str, Any]) -> None:
@@ -47,6 +47,6 @@ CHAT = Endpoint(
     check=_check,
     requirements=Requirements.from_kwargs,
     usage=usage_of,
-    stream=StreamShape(read_chunk, is_hollow_first_chunk, ask_usage=True),
+    stream=StreamShape(read=read_chunk, hollow=is_hollow_first_chunk, ask_usage=True),
     empty=no_choices,
 )

@@ -28,7 +28,7 @@ def _read(chunk: Any) -> Piece:
             text.append(piece)
         finish = getattr(choice, "finish_reason", None) or finish
     joined = "".join(text)
-    return Piece(joined, finish, usage_of(chunk), bool(joined or finish))
+    return Piece(text=joined, finish=finish, usage=usage_of(chunk), carries=bool(joined or finish))
 
 
 def _prompt_shape(value: Any, depth: int = 0) -> bool:
@@ -67,8 +67,8 @@ COMPLETION = Endpoint(
     requirements=_requirements,
     usage=usage_of,
     stream=StreamShape(
-        _read,
-        lambda _chunk: False,
+        read=_read,
+        hollow=lambda _chunk: False,
         ask_usage=True,
         unchecked_end=(
             "a text-completion stream cut short cannot be told from a clean end (LiteLLM's "

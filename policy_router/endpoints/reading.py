@@ -77,7 +77,8 @@ def usage_of(response: Any) -> Usage | None:
     """The usage a response or final stream chunk reports, or None when it has none."""
     counts = counts_of(response)
     if counts is not None:
-        return Usage(*counts)  # no cache or reasoning detail: the common reply
+        # No cache or reasoning detail: the common reply.
+        return Usage(prompt=counts[0], completion=counts[1])
     usage = _field(response, "usage")
     if usage is None:
         return None
@@ -96,15 +97,15 @@ def usage_of(response: Any) -> Usage | None:
     heard, spoken = _field(details, "audio_tokens"), _field(out, "audio_tokens")
     tier = _field(response, "service_tier")
     return Usage(
-        prompt,
-        completion,
-        int(cached or 0),
-        int(written or 0),
-        int(reasoning or 0),
-        hour if isinstance(hour, int) else 0,
-        heard if isinstance(heard, int) else 0,
-        spoken if isinstance(spoken, int) else 0,
-        tier if isinstance(tier, str) and tier not in ("default", "auto") else "",
+        prompt=prompt,
+        completion=completion,
+        cache_read=int(cached or 0),
+        cache_write=int(written or 0),
+        reasoning=int(reasoning or 0),
+        cache_write_1h=hour if isinstance(hour, int) else 0,
+        prompt_audio=heard if isinstance(heard, int) else 0,
+        completion_audio=spoken if isinstance(spoken, int) else 0,
+        tier=tier if isinstance(tier, str) and tier not in ("default", "auto") else "",
     )
 
 

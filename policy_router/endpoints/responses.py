@@ -30,21 +30,21 @@ def usage(response: Any) -> Usage | None:
         return None  # a usage that counts no prompt token measures nothing
     cached = getattr(getattr(found, "input_tokens_details", None), "cached_tokens", None)
     reasoning = getattr(getattr(found, "output_tokens_details", None), "reasoning_tokens", None)
-    return Usage(prompt, completion, int(cached or 0), 0, int(reasoning or 0))
+    return Usage(prompt=prompt, completion=completion, cache_read=int(cached or 0), cache_write=0, reasoning=int(reasoning or 0))
 
 
 def _read(event: Any) -> Piece:
     kind = getattr(event, "type", "") or ""
     kind = str(getattr(kind, "value", kind))  # LiteLLM's events carry an Enum type
     if kind == "response.output_text.delta":
-        return Piece(str(getattr(event, "delta", "") or ""))
+        return Piece(text=str(getattr(event, "delta", "") or ""))
     if kind == "response.created":
         made = getattr(getattr(event, "response", None), "id", None)
         return Piece(answer_id=made if isinstance(made, str) else "")
     if kind in _ENDS:
         response = getattr(event, "response", None)
         warning = _why_incomplete(response) if kind == "response.incomplete" else ""
-        return Piece("", _ENDS[kind], usage(response), warning=warning)
+        return Piece(text="", finish=_ENDS[kind], usage=usage(response), warning=warning)
     return Piece()
 
 
@@ -108,6 +108,6 @@ RESPONSES = Endpoint(
     check=_check,
     requirements=_requirements,
     usage=usage,
-    stream=StreamShape(_read, lambda _event: False, ask_usage=False, failure_events=True),
+    stream=StreamShape(read=_read, hollow=lambda _event: False, ask_usage=False, failure_events=True),
     incomplete=incomplete,
 )

@@ -119,7 +119,7 @@ class Money:
 
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Usage:
     """Tokens a provider billed for one call. Cache and reasoning counts are subsets.
 

@@ -8,7 +8,7 @@ LiteLLM's exceptions into these; everything else only reads them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -77,6 +77,7 @@ class Fault:
     kind: FaultKind
     status: int | None = None
     message: str = ""
+    _: KW_ONLY  # what follows is named at every construction
     retry_after: float | None = None
     sent: bool = True
     local: str | None = None

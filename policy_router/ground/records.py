@@ -7,7 +7,7 @@ flag (STYLE habit 5); the journey of a request (`core.journey`) is made of them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -51,6 +51,7 @@ class Skip:
     """The check that stopped it (`Check.BUDGET`, `Check.BREAKER`, ...)."""
     reason: str
     """Why, as a sentence naming what to change."""
+    _: KW_ONLY  # what follows is named at every construction
     detail: Mapping[str, Any] = field(default_factory=dict)
     """The check's numbers behind the sentence (a budget's `worst_case` and `left`, ...)."""
     group: str = field(default="", compare=False)
@@ -65,7 +66,7 @@ class Skip:
         per group and needs and copied for every request, so this is on the hot path:
         `dataclasses.replace` cost ~9 µs a skip, a third of planning a 1,000-route group)."""
         return Skip(
-            self.route, self.check, self.reason, self.detail, group, journey_id, route_id
+            self.route, self.check, self.reason, detail=self.detail, group=group, journey_id=journey_id, route_id=route_id
         )
 
     def __str__(self) -> str:

@@ -71,7 +71,7 @@ __all__ = ["OTelObserver"]
 _MAX_OPEN = 10_000
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class _Open:
     """A request in progress: its span, its operation and settings, its open attempt."""
 
@@ -168,7 +168,7 @@ class OTelObserver:
                 )
             else:
                 span = None
-        started = _Open(span, operation, settings, record.group, time.perf_counter())
+        started = _Open(span=span, operation=operation, settings=settings, group=record.group, started=time.perf_counter())
         with self._lock:
             self._open[record.journey_id] = started
             if len(self._open) > _MAX_OPEN:

@@ -34,7 +34,7 @@ HISTORY = 2000
 Row = Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class RouteReport:
     """One route over the window. `requests` counts requests sent to it (attempts);
     `p50`/`p95` are seconds to its answers (to the first chunk for a stream), None without
@@ -68,7 +68,7 @@ class RouteReport:
 _HEAD = ("route", "requests", "ok", "p50", "p95", "cost", "skipped")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Report:
     """Every route's `RouteReport` over a window, with the requests it covers.
 
@@ -214,24 +214,24 @@ def build(
         )
         routes.append(
             RouteReport(
-                names[route],
-                route[0],
-                len(rows),
-                len(answers),
-                _percentile(answers, 0.50),
-                _percentile(answers, 0.95),
-                tuple(Money(m, c) for c, m in sorted(costs.items())),
-                len(skipped.get(route, [])),
-                tuple(skips_here.most_common(top)),
-                tuple(failures.most_common(top)),
-                route[1],
+                route=names[route],
+                group=route[0],
+                requests=len(rows),
+                answered=len(answers),
+                p50=_percentile(answers, 0.50),
+                p95=_percentile(answers, 0.95),
+                cost=tuple(Money(m, c) for c, m in sorted(costs.items())),
+                skipped=len(skipped.get(route, [])),
+                top_skips=tuple(skips_here.most_common(top)),
+                top_failures=tuple(failures.most_common(top)),
+                id=route[1],
             )
         )
     journeys = {r["journey_id"] for r in (*fresh_attempts, *fresh_skips) if r["journey_id"]}
     answered = {
         r["journey_id"] for r in fresh_attempts if r["outcome"] in ("answered", "closed")
     }
-    return Report(source, since, len(journeys), len(answered & journeys), tuple(routes))
+    return Report(source=source, since=since, requests=len(journeys), answered=len(answered & journeys), routes=tuple(routes))
 
 
 def read(path: str | Path, since: float | None = None, *, now: float | None = None) -> Report:

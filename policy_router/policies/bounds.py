@@ -63,7 +63,7 @@ _UNBOUNDED_PARTS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class RequestFacts:
     """What money decisions need to know about a request, measured once per request.
 

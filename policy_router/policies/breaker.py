@@ -188,7 +188,7 @@ def counting_for(orders: Sequence[object]) -> Breaker | None:
     return Breaker(rests=False) if ranked else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class RestOpened:
     """A route started resting. `first` is True for the first rest of an outage."""
 
@@ -253,7 +253,7 @@ class HealthBook:
             label or route,
             Check.BREAKER,
             reason,
-            {
+            detail={
                 "rest_left": max(h.rest_until - now, 0.0),
                 "failures": h.failures,
                 "last_error": h.last_error,
@@ -335,10 +335,10 @@ class HealthBook:
         if opened and before is not None:
             self._emit(
                 RestOpened(
-                    label or route,
-                    after.rest,
-                    after.failures,
-                    after.last_error,
+                    route=label or route,
+                    rest=after.rest,
+                    failures=after.failures,
+                    error=after.last_error,
                     first=before.state == "closed",
                 )
             )

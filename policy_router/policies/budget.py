@@ -104,7 +104,7 @@ class Budget:
         return f"Budget({str(self.cap)!r}, unpriced={self.unpriced!r}{strict})"
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@dataclass(kw_only=True, frozen=True, slots=True, repr=False)
 class Spending:
     """A budget's account: cap, spent, reserved (calls in flight), and what is left.
 
@@ -153,7 +153,7 @@ class Spending:
         return f"Spending({self})"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Reservation:
     """Money held for one attempt: `amount` micro-units under the store id `id`, priced by
     `price`; `bounded` is False when the worst case had no finite bound."""
@@ -185,7 +185,7 @@ class Ledger:
         return Money(micros, self.currency)
 
     def _skip(self, candidate: Candidate, reason: str, **detail: int | bool) -> Skip:
-        return Skip(candidate.name, Check.BUDGET, reason, detail)
+        return Skip(candidate.name, Check.BUDGET, reason, detail=detail)
 
     def _priced(
         self, candidate: Candidate, facts: RequestFacts
@@ -295,13 +295,13 @@ class Ledger:
         hold = new_id()
         try:
             if worst and (yield StoreCall("reserve", (self.budget.name, hold, worst, cap))):
-                return Reservation(worst, price, bounded, hold)
+                return Reservation(amount=worst, price=price, bounded=bounded, id=hold)
             state: SpendState = yield StoreCall("spend_state", (self.budget.name,))
         except StoreUnavailableError as error:
             if worst:
-                yield from self.release(Reservation(worst, price, bounded, hold))
+                yield from self.release(Reservation(amount=worst, price=price, bounded=bounded, id=hold))
             return self._unreachable(candidate, error)
-        return self.refused(candidate, Reservation(worst, price, bounded, hold), state)
+        return self.refused(candidate, Reservation(amount=worst, price=price, bounded=bounded, id=hold), state)
 
     def priced(
         self, candidate: Candidate, facts: RequestFacts

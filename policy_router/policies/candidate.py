@@ -19,7 +19,7 @@ from .prices import Price
 __all__ = ['Candidate', 'candidate_for']
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Candidate:
     """A route of a group with what it can do looked up once (at router build time).
 
@@ -69,9 +69,9 @@ def candidate_for(route: Route, info: Mapping[str, Any] | None, streams: bool) -
         known = info.get("max_input_tokens")
         window = known if isinstance(known, int) and not isinstance(known, bool) and known > 0 else None
     return Candidate(
-        route,
-        resolve(route.model, info, streams, route.capabilities),
-        _price(route),
+        route=route,
+        capabilities=resolve(route.model, info, streams, route.capabilities),
+        price=_price(route),
         reply_limit=limit,
         choices=n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1,
         sent_cap=sent,

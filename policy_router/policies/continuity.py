@@ -100,4 +100,4 @@ def pinned(
             f"continues {response_id}, made by route id {made.route!r} ({where}), which "
             "cannot serve this call here: no other route holds that conversation"
         )
-    return kept, [Skip(c.name, Check.CONTINUITY, why, {"made_by": made.route}) for c in candidates if c not in kept]
+    return kept, [Skip(c.name, Check.CONTINUITY, why, detail={"made_by": made.route}) for c in candidates if c not in kept]

@@ -96,7 +96,7 @@ class RateBook:
                 route.name,
                 Check.RATE_LIMIT,
                 f"rate window store unreachable: {error}",
-                {
+                detail={
                     "frees_in": math.inf, "closed_for": 0.0, "requests": 0, "tokens": 0,
                     "store_unreachable": True,
                 },
@@ -112,7 +112,7 @@ class RateBook:
             route.name,
             Check.RATE_LIMIT,
             _reason(window, route.rpm, route.tpm, tokens),
-            {
+            detail={
                 "frees_in": window.frees_in,
                 "closed_for": window.closed_for,
                 "requests": window.requests,

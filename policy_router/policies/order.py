@@ -92,7 +92,7 @@ def _no_failures(route: str) -> int:
     return 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class OrderContext:
     """What an ordering may look at besides the candidates.
 

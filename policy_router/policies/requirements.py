@@ -137,7 +137,11 @@ def _needed(needs: Requirements) -> frozenset[Capability]:
 @lru_cache(maxsize=64)
 def _chat(flags: tuple[bool, bool, bool, bool, bool, bool]) -> Requirements:
     # A chat call's requirements are one of 64 values: made once each.
-    return Requirements(*flags)
+    tools, images, structured_output, prompt_caching, thinking, streaming = flags
+    return Requirements(
+        tools=tools, images=images, structured_output=structured_output,
+        prompt_caching=prompt_caching, thinking=thinking, streaming=streaming,
+    )
 
 
 def _scan(messages: Any) -> tuple[bool, bool]:

@@ -40,7 +40,7 @@ RETRIED = PROVIDER_FAULTS - {FaultKind.TIMEOUT}
 timeout."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class RetryContext:
     """What a custom retry decision (`Retry(decide=...)`) is told about one failed attempt:
     the route's name, how many requests it has had for this request (`attempt`, from 1),
@@ -148,7 +148,7 @@ class Retry:
             if fault.kind not in self.on:
                 return None
         elif fault.kind not in PROVIDER_FAULTS or not self._decided(
-            RetryContext(route, sent, fault.kind.value, fault.status, error, fault.retry_after)
+            RetryContext(route=route, attempt=sent, kind=fault.kind.value, status=fault.status, error=error, retry_after=fault.retry_after)
         ):
             return None
         if fault.retry_after is not None:

@@ -118,7 +118,7 @@ def _number(score: Score, name: str, *, low: float, high: float | None = None, s
         raise ConfigError(f"Score.{name} must be a number {bound}{f' and <= {high:g}' if high is not None else ''}, got {value!r}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Evidence:
     """One route's history in one partition (scope, route id, model, endpoint, regular or
     streaming), as the metrics store aggregates it: weighted attempts and successes, the
@@ -144,7 +144,7 @@ class Evidence:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class RouteScore:
     """A route's score and what it is made of: `total` (0..1, higher first), the success,
     speed and cost qualities, and the `evidence` behind them."""
@@ -210,7 +210,7 @@ def _costs(candidates: Sequence[Candidate], context: OrderContext) -> dict[str, 
     }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class HistoryQuery:
     """What `Scored` asks the metrics store: these (route id, model) partitions of one
     endpoint, regular or streaming, over `window` seconds (weighted by `half_life`)."""
@@ -261,12 +261,12 @@ class Scored:
         if self._read is None:
             raise ConfigError("Order.SCORE needs a router built with metrics=... to read history")
         query = HistoryQuery(
-            tuple(dict.fromkeys((c.id, c.route.model) for c in candidates)),
-            context.endpoint,
-            context.streaming,
-            self.score.window,
-            self.score.half_life,
-            _scopes(self.score.scopes),
+            routes=tuple(dict.fromkeys((c.id, c.route.model) for c in candidates)),
+            endpoint=context.endpoint,
+            streaming=context.streaming,
+            window=self.score.window,
+            half_life=self.score.half_life,
+            scopes=_scopes(self.score.scopes),
         )
         found = self._read(query)
         missing = [c.id for c in candidates if c.id not in found]
@@ -277,7 +277,7 @@ class Scored:
         out = []
         for c in candidates:
             total, success, speed, cost = quality(self.score, found[c.id], context.streaming, costs[c.id])
-            out.append(RouteScore(c.name, c.id, total, success, speed, cost, found[c.id], context.streaming))
+            out.append(RouteScore(route=c.name, id=c.id, total=total, success_quality=success, speed_quality=speed, cost_quality=cost, evidence=found[c.id], streaming=context.streaming))
         return out
 
     def order(self, candidates: Sequence[Candidate], context: OrderContext) -> list[Candidate]:

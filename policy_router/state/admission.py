@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["Admission", "Admitting", "Settlement", "admit_in_turn", "conclude_in_turn"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Admission:
     """One attempt's admission asked of the store as one operation (see `Store.admit`).
 
@@ -42,7 +42,7 @@ class Admission:
     cap: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Admitting:
     """What `Store.admit` did. `went_on` is False when the route's record was not closed:
     then nothing was taken or held. `window` is the take's window (None when not asked or
@@ -57,7 +57,7 @@ class Admitting:
     spend: SpendState | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Settlement:
     """One answered attempt's settlement as one operation (see `Store.conclude`): the
     budget's settle (when `budget` is set), the rate slot's finish (when `slot`), and the
@@ -81,20 +81,20 @@ def admit_in_turn(store: Store, ask: Admission) -> Admitting:
     in this process, where a round trip costs nothing."""
     health = store.health(ask.route) if ask.health else Health()
     if health.state != "closed":
-        return Admitting(health, went_on=False)
+        return Admitting(health=health, went_on=False)
     window = None
     if ask.take is not None:
         tokens, rpm, tpm = ask.take
         window = store.take(ask.route, ask.token, tokens, rpm, tpm)
         if not window.taken:
-            return Admitting(health, window=window)
+            return Admitting(health=health, window=window)
     if ask.budget is None:
-        return Admitting(health, window=window)
+        return Admitting(health=health, window=window)
     if ask.amount and store.reserve(ask.budget, ask.hold, ask.amount, ask.cap):
-        return Admitting(health, window=window, reserved=True)
+        return Admitting(health=health, window=window, reserved=True)
     if ask.amount and window is not None:
         store.finish(ask.route, ask.token, None)
-    return Admitting(health, window=window, spend=store.spend_state(ask.budget))
+    return Admitting(health=health, window=window, spend=store.spend_state(ask.budget))
 
 
 def conclude_in_turn(store: Store, done: Settlement) -> None:

@@ -130,7 +130,7 @@ class InMemoryStore:
 
     def spend_state(self, budget: str) -> SpendState:
         with self._lock:
-            return SpendState(*self._spend.get(budget, ()))
+            return SpendState.of_counts(self._spend.get(budget, ()))
 
     def health(self, route: str) -> Health:
         # One dict read is atomic: no lock (every write replaces a whole record).

@@ -27,7 +27,7 @@ idempotent by id, so a write that was cut short but did arrive is not made twice
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -57,7 +57,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class SpendState:
     """What a budget has spent and holds in reservation, in micro-units."""
 
@@ -69,8 +69,15 @@ class SpendState:
     holding: int = 0
     """How many reservations are held now (calls in flight)."""
 
+    @classmethod
+    def of_counts(cls, counts: Iterable[int]) -> SpendState:
+        """The state from its counts in field order, as the stores keep them (missing
+        trailing counts are 0)."""
+        names = ("spent", "reserved", "calls", "unmeasured", "unbounded", "holding")
+        return cls(**dict(zip(names, counts, strict=False)))
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Health:
     """One route's health record, on the router's clock.
 

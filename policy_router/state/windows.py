@@ -27,7 +27,7 @@ WINDOW = 61.0
 
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Window:
     """One route's rate window now.
 
@@ -138,11 +138,11 @@ class MemoryWindows:
                     if tpm_full and not rpm_full and tpm is not None:
                         frees = r.room_in(tokens, tpm, now)
                     return Window(
-                        seen.requests,
-                        seen.tokens,
-                        seen.in_flight,
-                        frees,
-                        seen.closed_for,
+                        requests=seen.requests,
+                        tokens=seen.tokens,
+                        in_flight=seen.in_flight,
+                        frees_in=frees,
+                        closed_for=seen.closed_for,
                         taken=False,
                     )
                 r.slots[slot] = [now, float(tokens)]
@@ -150,10 +150,10 @@ class MemoryWindows:
                 r.order.append((now, slot))
                 r.flying.add(slot)
                 return Window(
-                    seen.requests + 1,
-                    r.tokens,
-                    len(r.flying),
-                    seen.frees_in if seen.requests else WINDOW,
+                    requests=seen.requests + 1,
+                    tokens=r.tokens,
+                    in_flight=len(r.flying),
+                    frees_in=seen.frees_in if seen.requests else WINDOW,
                 )
 
     def finish(self, route: str, slot: str, tokens: int | None) -> None:

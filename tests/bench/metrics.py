@@ -44,9 +44,9 @@ def rows(n: int) -> list[MetricRow]:
         ok = rng.random() < 0.9
         out.append(
             MetricRow(
-                NOW - rng.random() * 14 * 86400, "app", route, f"openai/{route}",
-                "chat" if i % 5 else "responses", bool(i % 3 == 0),
-                "success" if ok else rng.choice(["error", "rate_limited", "timeout"]),
+                recorded_at=NOW - rng.random() * 14 * 86400, scope="app", route_id=route, model=f"openai/{route}",
+                endpoint="chat" if i % 5 else "responses", streaming=bool(i % 3 == 0),
+                outcome="success" if ok else rng.choice(["error", "rate_limited", "timeout"]),
                 latency=rng.uniform(0.05, 3.0) if ok else None, tokens_in=100, tokens_out=40,
                 cost_micros=120, currency="USD", journey_id=f"j{i}",
             )
@@ -81,7 +81,7 @@ def recording(n: int = 20_000) -> tuple[float, float]:
         def write(self, batch: list[MetricRow]) -> None:
             self.written += len(batch)
 
-    attempt = Attempt("openai/a", "answered", elapsed=0.2, usage=Usage(100, 40), cost=Money(120, "USD"),
+    attempt = Attempt(route="openai/a", outcome="answered", elapsed=0.2, usage=Usage(prompt=100, completion=40), cost=Money(120, "USD"),
                       group="g", journey_id="j", route_id="openai/a@h/v1", endpoint="chat")
     recorder = Recorder(Held(), "app", {"openai/a@h/v1": "openai/a"}, buffer=n + 1)  # type: ignore[arg-type]
     start = time.process_time()
@@ -97,8 +97,8 @@ def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 15
     made = rows(n)
-    flat = HistoryQuery(tuple((r, f"openai/{r}") for r in ROUTES), "chat", False, 14 * 86400, None)
-    decayed = HistoryQuery(flat.routes, "chat", False, 6 * 86400, 86400.0)
+    flat = HistoryQuery(routes=tuple((r, f"openai/{r}") for r in ROUTES), endpoint="chat", streaming=False, window=14 * 86400, half_life=None)
+    decayed = HistoryQuery(routes=flat.routes, endpoint="chat", streaming=False, window=6 * 86400, half_life=86400.0)
     folder = Path(tempfile.mkdtemp())
     with PostgresServer() as pg:
         dsn = pg.database()

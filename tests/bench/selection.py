@@ -47,7 +47,7 @@ def candidates(n: int, prices: PriceTable) -> list[Candidate]:
             prices=prices,
         )
         out.append(
-            Candidate(route, resolve(route.model, None, False, caps), prices.rows.get(route.model))
+            Candidate(route=route, capabilities=resolve(route.model, None, False, caps), price=prices.rows.get(route.model))
         )
     return out
 

@@ -46,7 +46,7 @@ class MetricsStore(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class SchemaState:
     """What a metrics target holds: `state` is "absent" (no table of ours, or no
     database), "current", "older", "newer" or "foreign" (tables of ours, not in a shape we
@@ -102,28 +102,28 @@ class SQLMetrics:
                 if self.creates_when_empty
                 else f"Run `policy-router metrics create {self.target}`."
             )
-            return SchemaState(self.target, "absent", None, 0, fix)
+            return SchemaState(target=self.target, state="absent", version=None, rows=0, action=fix)
         if ours - tables:
             return SchemaState(
-                self.target, "foreign", None, 0,
-                "It holds some of our tables but not all: move it aside and create a new one.",
+                target=self.target, state="foreign", version=None, rows=0,
+                action="It holds some of our tables but not all: move it aside and create a new one.",
             )
         found = cur.execute(f"SELECT version FROM {META} WHERE component = 'metrics'").fetchall()
         version = int(found[0][0]) if found else None
         rows = int(cur.execute(f"SELECT COUNT(*) FROM {TABLE}").fetchall()[0][0])
         if version == VERSION:
-            return SchemaState(self.target, "current", version, rows, "Ready.")
+            return SchemaState(target=self.target, state="current", version=version, rows=rows, action="Ready.")
         if version is not None and version < VERSION:
             return SchemaState(
-                self.target, "older", version, rows,
-                f"Stop its writers and run `policy-router metrics migrate {self.target}`.",
+                target=self.target, state="older", version=version, rows=rows,
+                action=f"Stop its writers and run `policy-router metrics migrate {self.target}`.",
             )
         if version is not None:
             return SchemaState(
-                self.target, "newer", version, rows,
-                "A newer policy_router wrote it: upgrade this one, or use another target.",
+                target=self.target, state="newer", version=version, rows=rows,
+                action="A newer policy_router wrote it: upgrade this one, or use another target.",
             )
-        return SchemaState(self.target, "foreign", None, rows, "Its schema table names no metrics version.")
+        return SchemaState(target=self.target, state="foreign", version=None, rows=rows, action="Its schema table names no metrics version.")
 
     def inspect(self) -> SchemaState:
         """The target's schema state, read only."""
@@ -138,7 +138,7 @@ class SQLMetrics:
                 raise MetricsSchemaError(f"{self.target} already holds a metrics schema ({state.state}): {state.action}")
             for statement in schema.create_sql(self.dialect):
                 cur.execute(statement)
-            return SchemaState(self.target, "current", VERSION, 0, "Ready.")
+            return SchemaState(target=self.target, state="current", version=VERSION, rows=0, action="Ready.")
 
         return self._run(work, write=True)  # type: ignore[no-any-return]
 

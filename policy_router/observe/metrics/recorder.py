@@ -35,19 +35,19 @@ def row_of(record: object, scope: str, models: Mapping[str, str], at: float) -> 
         if record.check is not Check.SEND:
             return None
         rid = record.route_id or record.route
-        return MetricRow(at, scope, rid, models.get(rid, ""), "", False, "not_sent", journey_id=record.journey_id)
+        return MetricRow(recorded_at=at, scope=scope, route_id=rid, model=models.get(rid, ""), endpoint="", streaming=False, outcome="not_sent", journey_id=record.journey_id)
     if not isinstance(record, Attempt) or record.outcome == "cancelled" or not record.sent:
         return None
     rid = record.route_id or record.route
     usage, cost = record.usage, record.cost
     return MetricRow(
-        at,
-        scope,
-        rid,
-        models.get(rid, ""),
-        record.endpoint,
-        record.streamed,
-        _OUTCOME.get(record.outcome, "error"),
+        recorded_at=at,
+        scope=scope,
+        route_id=rid,
+        model=models.get(rid, ""),
+        endpoint=record.endpoint,
+        streaming=record.streamed,
+        outcome=_OUTCOME.get(record.outcome, "error"),
         latency=record.elapsed if record.ok else None,
         duration=record.duration,
         tokens_in=usage.prompt if usage else None,

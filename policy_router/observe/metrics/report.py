@@ -58,13 +58,13 @@ def report_of(
             )
             out.append(
                 RouteReport(
-                    name, group, len(these), tally["success"], _percentile(ok, 0.5),
-                    _percentile(ok, 0.95), tuple(Money(m, c) for c, m in sorted(costs.items())),
-                    0, (), failures[:3], rid, mode, tally["error"], tally["rate_limited"],
-                    tally["timeout"],
+                    route=name, group=group, requests=len(these), answered=tally["success"], p50=_percentile(ok, 0.5),
+                    p95=_percentile(ok, 0.95), cost=tuple(Money(m, c) for c, m in sorted(costs.items())),
+                    skipped=0, top_skips=(), top_failures=failures[:3], id=rid, mode=mode, errors=tally["error"], rate_limited=tally["rate_limited"],
+                    timeouts=tally["timeout"],
                 )
             )
-    return Report(source, since, len(journeys), len(answered), tuple(out))
+    return Report(source=source, since=since, requests=len(journeys), answered=len(answered), routes=tuple(out))
 
 
 def since_cutoff(since: float | None) -> float | None:

@@ -64,7 +64,7 @@ class MetricsSchemaError(PolicyRouterError):
     the command that fixes it; nothing was changed."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class MetricRow:
     """One attempt as the metrics store keeps it. `latency` is seconds to the whole reply,
     or to a stream's first chunk; `duration` a stream's whole length; `outcome` one of
@@ -244,5 +244,5 @@ def evidence(rows: Sequence[Sequence[Any]]) -> dict[str, Evidence]:
         if route in out:
             raise ValueError(f"the metrics store returned two rows for route {route!r}")
         a, s, lw, lt, e, r, t = row[1:8]
-        out[route] = Evidence(float(a or 0), float(s or 0), float(lw or 0), float(lt or 0), int(e or 0), int(r or 0), int(t or 0))
+        out[route] = Evidence(attempts=float(a or 0), successes=float(s or 0), latency_weight=float(lw or 0), latency_total=float(lt or 0), errors=int(e or 0), rate_limited=int(r or 0), timeouts=int(t or 0))
     return out

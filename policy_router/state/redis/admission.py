@@ -117,9 +117,9 @@ def admitted(reply: list[Any], clock: Clock, probe_lease: float) -> Admitting:
     seconds, micros, flat, went_on, *rest = reply
     health = decode(seconds, micros, flat, clock, probe_lease)[0]
     if not int(went_on):
-        return Admitting(health, went_on=False)
+        return Admitting(health=health, went_on=False)
     return Admitting(
-        health,
+        health=health,
         window=decode_window(rest[0]) if rest and rest[0] else None,
         reserved=len(rest) > 1 and int(rest[1]) == 1,
         spend=budget_script.decode(rest[2]) if len(rest) > 2 else None,

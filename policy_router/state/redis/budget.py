@@ -98,7 +98,7 @@ _SPEND_STATE = "-- policy_router: spend state\n" + STATE_FN + "return spend_stat
 
 def decode(values: list[Any]) -> SpendState:
     """The budget's state from `spend_state`'s reply."""
-    return SpendState(*(int(v or 0) for v in values))
+    return SpendState.of_counts(int(v or 0) for v in values)
 
 
 def keys(key: str, hold: str) -> tuple[str, str, str]:

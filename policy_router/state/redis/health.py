@@ -119,7 +119,7 @@ class Keys:
         return f"{self.namespace}:token-done:{token}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Read:
     """A decoded read: the record on the router's clock, and what the write needs."""
 
@@ -203,7 +203,7 @@ class Update:
         health, offset, server_now, version = decode(
             seconds, micros, flat, self.clock, self.probe_lease
         )
-        return Read(health, offset, server_now, version, applied == 1, done == 1)
+        return Read(health=health, offset=offset, server_now=server_now, version=version, applied=applied == 1, done=done == 1)
 
     def steps(self) -> Generator[Eval, Any, Health]:
         """Read, apply, write if the version held; again when another process wrote first.

@@ -187,7 +187,7 @@ def decode(reply: list[Any], taken: bool | None = None) -> Window:
     values = reply[1:] if taken is None else reply
     requests, used, flying, frees, closed = values
     frees_in = float("inf") if float(frees) < 0 else float(frees)
-    return Window(int(requests), int(float(used)), int(flying), frees_in, float(closed), head)
+    return Window(requests=int(requests), tokens=int(float(used)), in_flight=int(flying), frees_in=frees_in, closed_for=float(closed), taken=head)
 
 
 def decode_all(routes: list[str], reply: list[Any]) -> dict[str, Window]:
