@@ -30,7 +30,7 @@ from policy_router.policies.bounds import prompt_bound
 from policy_router.policies.budget import Ledger, Reservation
 from policy_router.testing import Fail, FakeProvider, Hang, Reply
 
-from .conftest import MESSAGES, Stepped, fake_route
+from .conftest import MESSAGES, Stepped, fake_route, prices
 
 
 def table(rows: dict[str, tuple[str, str]], currency: str = "USD") -> PriceTable:
@@ -369,3 +369,36 @@ def test_a_cancelled_async_call_gives_back_what_it_held(fake: FakeProvider, duri
     else:
         assert spending.calls == 0 and spending.spent == Money(0, "USD")
         assert not router.health()["openai/a"].probing
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_budget_with_a_free_local_fallback_answers_from_it(fake: FakeProvider, strict: bool) -> None:
+    """The recipe the money page shows: a priced vendor first, a model you serve yourself
+    as the fallback, priced at zero with `PriceTable.free`. The vendor is down: the local
+    model answers under the budget (strict or not), at no cost, where an unpriced local
+    route was refused and the caller saw only the vendor's 503."""
+    fake.script("vendor", Fail(503, "overloaded"))
+    local = PriceTable.free("openai/local")
+    router = Router(
+        [fake_route(fake, "vendor", prices=prices(vendor="1")), fake_route(fake, "local", prices=local)],
+        budget=Budget("1.00", strict=strict),
+    )
+    routed = router.route(model="g", messages=MESSAGES, max_tokens=20)
+    assert routed.route.name == "openai/local"
+    assert routed.cost is not None and routed.cost.micros == 0
+    unpriced = Router(
+        [fake_route(fake, "vendor", prices=prices(vendor="1")), fake_route(fake, "local")],
+        budget=Budget("1.00", strict=strict),
+    )
+    fake.script("vendor", Fail(503, "overloaded"))
+    with pytest.raises(litellm.ServiceUnavailableError):
+        unpriced.completion(model="g", messages=MESSAGES, max_tokens=20)
+
+
+def test_a_free_table_names_its_models() -> None:
+    """Only the models named are free; naming none is refused with the fix."""
+    table = PriceTable.free("openai/local", currency="EUR")
+    assert table.price_for("openai/local") is not None and table.price_for("openai/other") is None
+    assert table.currency == "EUR"
+    with pytest.raises(ConfigError, match=r"PriceTable\.free"):
+        PriceTable.free()

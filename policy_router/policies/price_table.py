@@ -111,6 +111,20 @@ class PriceTable:
         return cls.from_dict(_parse(text, path), name=str(path))
 
     @classmethod
+    def free(cls, *models: str, currency: str = "USD") -> PriceTable:
+        """A table pricing each of `models` (LiteLLM model strings) at zero: a model you
+        serve yourself costs nothing per token, so a budget admits it like any priced route
+        and it is never refused as unpriced. Only the models named are free; any other stays
+        unpriced. Dated today, since a zero rate does not go stale."""
+        if not models or not all(isinstance(m, str) and m.strip() for m in models):
+            raise ConfigError(
+                "PriceTable.free(...) takes the LiteLLM model strings it prices at zero, "
+                f'e.g. PriceTable.free("openai/local-llama"); got {models!r}'
+            )
+        zero = {m: Price(input="0", output="0") for m in models}
+        return cls(currency, dt.date.today(), "free: served by you, no charge per token", zero, name="free")
+
+    @classmethod
     def default(cls) -> PriceTable:
         """The table shipped with the package: common OpenAI, Anthropic, Google, Mistral and
         DeepSeek models, each row with its source. Check `as_of` before trusting it."""
