@@ -23,6 +23,7 @@ from sybil.example import NotEvaluated
 
 from policy_router.testing import FakeProvider
 
+from ._redis import RedisServer
 from .docs_examples import CODE_PARSERS, PAGES, PRELUDE, ROOT, python_blocks, write_modules
 
 # Where the page says what the example before printed, and the key that example's output is
@@ -126,3 +127,44 @@ def test_the_type_checked_examples_stand_on_their_pages_lines(tmp_path: Path) ->
                 assert code[block.line - 1 + offset] == text, (page, block.line + offset)
                 assert shown[block.line - 1 + offset] == text
     assert skipped >= 4  # the Redis, Redis Cluster, OpenTelemetry and frameworks blocks
+
+
+def _policy_files() -> list[tuple[str, str, str]]:
+    """Every policy file or LiteLLM proxy config a page shows: (page, language, text)."""
+    import tomllib
+
+    import yaml
+
+    found = []
+    for page in PAGES:
+        for lang, text in re.findall(r"^```(yaml|toml)\n(.*?)^```$", page.read_text(), re.S | re.M):
+            data = yaml.safe_load(text) if lang == "yaml" else tomllib.loads(text)
+            if isinstance(data, dict) and ("groups" in data or "model_list" in data):
+                found.append((str(page.relative_to(ROOT)), lang, text))
+    return found
+
+
+@pytest.mark.parametrize(("page", "lang", "text"), _policy_files(), ids=lambda v: str(v)[:40])
+def test_every_policy_file_a_page_shows_passes_check(
+    page: str, lang: str, text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    redis_server: RedisServer,
+) -> None:
+    """`policy-router check` finds no problem in a policy file a page shows, as a reader
+    would run it: its secrets set in the environment, its Redis up, its price tables the
+    money page's own table, at the paths it names."""
+    from policy_router.cli.main import main
+
+    money = (ROOT / "docs" / "policies" / "money.md").read_text()
+    table = re.search(r"^```toml\n(.*?)^```$", money, re.S | re.M)
+    assert table is not None
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-docs-example-key")  # a reader's own key
+    for name in set(re.findall(r"os\.environ/(\w+)", text)):
+        monkeypatch.setenv(name, redis_server.url if "REDIS" in name else "sk-docs-example-key")
+    for path in re.findall(r"^\s+\w+: (\S+\.toml)\s*$", text, re.M):
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(table.group(1))
+    file = tmp_path / f"policy.{lang}"
+    file.write_text(text)
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", str(file)]) == 0, page

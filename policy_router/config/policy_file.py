@@ -258,6 +258,8 @@ def routes_and_policies(
             prices = None
             if isinstance(r.prices, str) and r.prices in tables:
                 prices = tables[r.prices]
+            elif r.prices == "free":  # a model served by you: zero per token
+                prices = PriceTable.free(r.model, currency=spec.budget.currency if spec.budget else "USD")
             elif r.prices is not None:
                 prices = _table(r.prices, base, f"{where}.prices")
             try:

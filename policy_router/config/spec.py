@@ -78,7 +78,8 @@ class RouteSpec(BaseModel):
     capabilities: dict[str, bool] | None = None
     """What the route can do (`tools`, `images`, `streaming`, ...), over LiteLLM's model info."""
     prices: str | dict[str, Any] | None = None
-    """A price table: a name in `price_tables`, a file, or a table inline."""
+    """A price table: a name in `price_tables`, a file, `default` (the shipped table), a table
+    inline, or `free` (a model you serve yourself: zero per token, admitted by a budget)."""
     retry: RetrySpec | None = None
     output_limit: int | None = None
     context_window: int | None = None
