@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import litellm
@@ -320,14 +321,10 @@ def test_a_policy_file_gives_retries_to_the_first_route_only(
 
 
 
-@pytest.mark.parametrize("kind", ["sync", "async"])
-def test_a_stream_that_fails_before_its_first_chunk_gives_its_connection_back_at_once(
-    fake: FakeProvider, kind: str
-) -> None:
-    """The first route's Responses stream fails at its first event and the next route
-    answers: the failed stream's HTTP response is closed then, not left to the garbage
-    collector, which may run inside the HTTP client's own pool lock and deadlock it (seen
-    under load). With collection off, the failed route's response is closed all the same."""
+@contextlib.contextmanager
+def _streams_opened() -> Iterator[list[Any]]:
+    """The streams LiteLLM hands the router, in order, with the garbage collector off (so a
+    stream left unclosed stays open, as it would until a collection runs)."""
     import gc
 
     from policy_router.drive import transport
@@ -343,24 +340,36 @@ def test_a_stream_that_fails_before_its_first_chunk_gives_its_connection_back_at
         sources.append(await real_asend(*args))
         return sources[-1]
 
-    fake.script(FIRST, StreamError(after=0, event="response.failed", code="server_error"))
-    router = _responses_router(fake)
     gc.disable()
     try:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(transport, "send", send)
             patch.setattr(transport, "asend", asend)
-            if kind == "sync":
-                stream = router.responses(model="g", input="say it", stream=True)
-                text = "".join(getattr(e, "delta", "") or "" for e in stream)
-            else:
-                async def read() -> str:
-                    stream = await router.aresponses(model="g", input="say it", stream=True)
-                    return "".join([getattr(e, "delta", "") or "" async for e in stream])
-
-                text = asyncio.run(read())
+            yield sources
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_stream_that_fails_before_its_first_chunk_gives_its_connection_back_at_once(
+    fake: FakeProvider, kind: str
+) -> None:
+    """The first route's Responses stream fails at its first event and the next route
+    answers: the failed stream's HTTP response is closed then, not left to the garbage
+    collector, which may run inside the HTTP client's own pool lock and deadlock it (seen
+    under load). With collection off, the failed route's response is closed all the same."""
+    fake.script(FIRST, StreamError(after=0, event="response.failed", code="server_error"))
+    router = _responses_router(fake)
+    with _streams_opened() as sources:
+        if kind == "sync":
+            stream = router.responses(model="g", input="say it", stream=True)
+            text = "".join(getattr(e, "delta", "") or "" for e in stream)
+        else:
+            async def read() -> str:
+                stream = await router.aresponses(model="g", input="say it", stream=True)
+                return "".join([getattr(e, "delta", "") or "" async for e in stream])
+
+            text = asyncio.run(read())
     assert text == "Hello from FakeProvider."
     failed, _answered = sources
     assert failed.response.is_closed
@@ -374,21 +383,6 @@ def test_a_stream_that_fails_after_its_first_chunk_gives_its_connection_back_at_
     """A Responses stream fails mid-answer: raised in the stream, or restarted on the next
     route, the failed stream's HTTP response is closed then (collection off), never left for
     the garbage collector to close inside the HTTP client's pool lock."""
-    import gc
-
-    from policy_router.drive import transport
-
-    sources: list[Any] = []
-    real_send, real_asend = transport.send, transport.asend
-
-    def send(*args: Any) -> Any:
-        sources.append(real_send(*args))
-        return sources[-1]
-
-    async def asend(*args: Any) -> Any:
-        sources.append(await real_asend(*args))
-        return sources[-1]
-
     fake.script(FIRST, StreamError(after=2, event="response.failed", code="server_error"))
     extra: dict[str, Any] = {"stream_failure": "restart", "on_restart": lambda _: None} if restart else {}
     router = _responses_router(fake, **extra)
@@ -401,14 +395,7 @@ def test_a_stream_that_fails_after_its_first_chunk_gives_its_connection_back_at_
         async for _ in await router.aresponses(model="g", input="say it", stream=True):
             pass
 
-    gc.disable()
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(transport, "send", send)
-            patch.setattr(transport, "asend", asend)
-            with contextlib.nullcontext() if restart else pytest.raises(Exception):
-                read() if kind == "sync" else asyncio.run(aread())
-    finally:
-        gc.enable()
+    with _streams_opened() as sources, contextlib.nullcontext() if restart else pytest.raises(Exception):
+        read() if kind == "sync" else asyncio.run(aread())
     assert sources[0].response.is_closed
     assert len(sources) == (2 if restart else 1)
