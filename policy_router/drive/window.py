@@ -54,7 +54,7 @@ def fitted(
     most = max(caps.values(), default=0)
     bound = prompt_bound(
         kwargs, IMAGE_TOKENS, texts=endpoint.prompt, schema_of=model_info.response_format_schema
-    )
+    ) if windows else None  # only a window needs the prompt's size
     if (
         (not windows or (bound is not None and bound + most <= min(windows)))
         and (not outputs or most <= min(outputs))

@@ -87,11 +87,11 @@ def within(
         # A wait longer than the platform's longest (`deadline=1e10`) is as good as none.
         return future.result(timeout=min(wait, threading.TIMEOUT_MAX))
     except NotStarted:  # a worker took it just as the deadline passed: not sent
-        plan.run(plan.failed(send, _unsent(None)), bounded=False)
+        _not_sent(plan, send)
         raise Abandoned from None
     except FutureTimeout:
         if future.cancel():  # still queued behind busy workers: it is never sent
-            plan.run(plan.failed(send, _unsent(limit if by_limit else None)), bounded=False)
+            _not_sent(plan, send, limit if by_limit else None)
             if by_limit and limit is not None:
                 raise GaveUp(raised.first_token_error(send.route, limit)) from None
             raise Abandoned from None
@@ -126,7 +126,7 @@ def race(
 
     def told(send: Send, error: Exception) -> bool:
         if isinstance(error, NotStarted):
-            plan.run(plan.failed(send, _unsent(None)), bounded=False)
+            _not_sent(plan, send)
             return True
         return plan.run(failed(plan, send, error))
 
@@ -136,7 +136,7 @@ def race(
     def abandon(running: dict[Future[Any], Send]) -> None:
         for future, send in running.items():
             if future.cancel():  # still queued: never sent
-                plan.run(plan.failed(send, _unsent(None)), bounded=False)
+                _not_sent(plan, send)
                 continue
             plan.abandoned(send)
             future.add_done_callback(lambda f, s=send: _settle_late(plan, s, f, final, usage))  # type: ignore[misc]
@@ -155,12 +155,13 @@ def race(
     )
 
 
-def _unsent(limit: float | None) -> Fault:
-    """The fault of an attempt taken out of the workers' queue before it started."""
+def _not_sent(plan: Plan, send: Send, limit: float | None = None) -> None:
+    """Tell the plan an attempt never left the workers' queue: its deadline (or, with
+    `limit`, its first-token limit) passed while it waited for a free worker. Nothing was
+    sent: what it held is given back, and its route hears nothing."""
     why = "the request's deadline" if limit is None else NO_FIRST_TOKEN.format(limit)
-    return Fault(
-        FaultKind.TIMEOUT, None, f"{why} passed while it waited for a free worker", sent=False
-    )
+    fault = Fault(FaultKind.TIMEOUT, None, f"{why} passed while it waited for a free worker", sent=False)
+    plan.run(plan.failed(send, fault), bounded=False)
 
 
 def _settle_late(
@@ -172,7 +173,7 @@ def _settle_late(
         return  # taken out of the queue: settled when it was
     error = future.exception()
     if isinstance(error, NotStarted):
-        plan.run(plan.failed(send, _unsent(None)), bounded=False)
+        _not_sent(plan, send)
         return
     if error is not None:
         fault = failures.classify(error, send.wire) or cut(send)
