@@ -4,29 +4,26 @@
 take LiteLLM's keyword arguments and return LiteLLM's objects; `model=` names a group. Each
 call is planned by the `Planner` (`drive.planning`) into a `Plan`, the pure decision core, and
 driven by the loops in `drive.loops` (or opened as a stream by `drive.stream`): one path for
-every endpoint, which is data (`endpoints/`).
+every endpoint, which is data (`endpoints/`). What the router runs under and how that changes
+is its `Lifecycle` (`config.lifecycle`); what it holds is read through its `Inspection`
+(`config.inspection`): the router hands those calls to them.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from .config.assembly import Assembly, assemble
-from .config.changes import Changes, Reconfigured, diff, forgotten
 from .config.inspection import Inspection
-from .core.journey import Explanation, Routed
-from .drive import calls
-from .drive.explaining import explanation
-from .drive.express import Call, Lane
-from .drive.face import LiteLLMFace
+from .config.lifecycle import Lifecycle
+from .core.journey import Routed
+from .drive import face
+from .drive.preflight import PreflightVerdict
 from .drive.stream import StreamRestart
-from .endpoints import endpoint as endpoint_named
 from .ground.clock import Clock
-from .ground.errors import ConfigError, RouterClosedError
+from .ground.errors import ConfigError
+from .ground.handing import handed
 from .ground.route import Route
 from .observe import overview
 from .observe.metrics import MetricsStore
@@ -41,8 +38,7 @@ from .state.store import Store
 
 __all__ = ["Router"]
 
-
-class Router(LiteLLMFace, Inspection):
+class Router:
     """Routes LiteLLM calls across groups of routes, by policy, and says why.
 
     Build it from `Route`s; call `completion`/`acompletion` (or `embedding`, `responses`,
@@ -124,13 +120,8 @@ class Router(LiteLLMFace, Inspection):
         score: Score | None = None,
         hedge: Hedge | Mapping[str, Hedge | None] | None = None,
     ) -> None:
-        self._lock = threading.Lock()  # one reconfiguration at a time
-        self._notes: tuple[str, ...] = ()
-        self._source: tuple[Any, Mapping[str, Any]] | None = None  # from_config's file
-        self._closed = False
-        self._owned: list[Any] = []  # what the router created, and so closes (from_config)
-        self._listeners: list[Callable[[Router], None]] = []  # told after each reconfigure
-        self._now = assemble(
+        self._life = Lifecycle(
+            self,
             {
                 "routes": routes,
                 "name": name,
@@ -150,24 +141,15 @@ class Router(LiteLLMFace, Inspection):
                 "metrics_scope": metrics_scope,
                 "score": score,
                 "hedge": hedge,
-            }
+            },
         )
-        self._attach(self._now.observers)
-
-    def _attach(self, observers: Sequence[Observer]) -> None:
-        for observer in observers:
-            attach = getattr(observer, "attach", None)
-            if callable(attach):
-                attach(self)  # an observer that reads the router (OTelObserver's gauges)
+        self._view = Inspection(self._life)
+        self._life.attach(self._life.now.observers)
 
     @property
     def name(self) -> str:
         """The router's name: routers of one name share their store's health and spend."""
-        return self._now.name
-
-    @property
-    def _clock(self) -> Clock:
-        return self._now.clock
+        return self._life.now.name
 
     @classmethod
     def from_config(cls, config: str | Path | Mapping[str, Any], **overrides: Any) -> Router:
@@ -180,9 +162,7 @@ class Router(LiteLLMFace, Inspection):
         """
         from .config.policy_file import load
 
-        router = cls._loaded(load(config), overrides)
-        router._source = (config, dict(overrides))
-        return router
+        return cls._loaded(load(config), overrides, source=config)
 
     @classmethod
     def from_litellm_model_list(
@@ -201,115 +181,22 @@ class Router(LiteLLMFace, Inspection):
         return cls._loaded(model_list_routes(model_list), policies)
 
     @classmethod
-    def _loaded(cls, loaded: Any, overrides: Mapping[str, Any]) -> Router:
+    def _loaded(cls, loaded: Any, overrides: Mapping[str, Any], source: Any = None) -> Router:
         if loaded.missing:
             raise ConfigError("; ".join(loaded.missing))
         router = cls(loaded.routes, **{**loaded.policies, **overrides})
-        router._notes = tuple(loaded.notes)
-        for made in ("store", "metrics"):  # built from the file's URL or path: the router's
-            if made in loaded.policies and made not in overrides:
-                router._owned.append(loaded.policies[made])
+        router._life.adopt(loaded, overrides, source)
         return router
 
-    # -- changing a running router ---------------------------------------------------------
-    def reconfigure(self, **changes: Any) -> Changes:
-        """Change any constructor argument (`routes=`, `order=`, `budget=`, `breaker=`, ...)
-        while the router runs, keeping what it learned; returns what changed.
-
-        Everything is validated first, with the constructor's errors: a change that fails
-        leaves the router exactly as it was. The swap is atomic: a request in flight
-        finishes under the configuration it started with, the next one sees the new one.
-        Health, rate windows and spend stay in the store, by route name and budget name;
-        a group whose routes and ordering are unchanged keeps its round-robin turn, and an
-        unchanged ordering keeps its object (FASTEST's statistics). A route whose id is
-        gone is forgotten (its health reset); a new id starts fresh, and a renamed route
-        (same id) keeps its history. Observers are told
-        `Reconfigured(changes)`.
-        """
-        self._open()
-        with self._lock:
-            before = self._now
-            after = assemble({**before.args, **changes}, before)
-            found = diff(before.routes, before.args["order"], after.routes, after.args["order"])
-            for gone in forgotten(before.routes, after.routes):
-                if before.health is not None:
-                    before.health.retired.add(gone)  # requests in flight write nothing of it
-                after.store.reset_health(gone)
-            self._now = after
-            if after.observers is not before.observers:
-                self._attach([o for o in after.observers if o not in before.observers])
-        if before.recorder is not None and before.recorder is not after.recorder:
-            before.recorder.stop()  # what it buffered is written to the store it had
-        after.emit(Reconfigured(found))
-        for listener in list(self._listeners):
-            listener(self)
-        return found
-
-    def on_reconfigure(self, listener: Callable[[Router], None]) -> Callable[[], None]:
-        """Call `listener(router)` after every `reconfigure` (and `reload`) has taken
-        effect, in the thread that reconfigured; returns the function that stops it.
-
-        For what mirrors the router's configuration elsewhere (the LiteLLM provider keeps
-        LiteLLM's model info of each group current with it). A listener that raises
-        fails the `reconfigure` call after the change has taken effect."""
-        self._listeners.append(listener)
-
-        def stop() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return stop
-
-    def reload(self) -> Changes:
-        """Read the file this router was built from (`Router.from_config`) again and apply it
-        with `reconfigure`. A store (or metrics store) the file names is kept while its
-        address is unchanged."""
-        from .config.policy_file import load
-
-        if self._source is None:
-            raise ConfigError("reload() needs a router built with Router.from_config(path)")
-        config, overrides = self._source
-        loaded = load(config)
-        if loaded.missing:
-            raise ConfigError("; ".join(loaded.missing))
-        policies = {**loaded.policies, **overrides}
-        for kind in ("store", "metrics"):
-            built, held = policies.get(kind), self._now.args[kind]
-            if built is not None and repr(built) == repr(held):
-                built.close()  # the same address: keep the store the router holds
-                policies[kind] = held
-        found = self.reconfigure(routes=loaded.routes, **policies)
-        self._notes = tuple(loaded.notes)
-        return found
-
-    # -- lifecycle -------------------------------------------------------------------------
-    def close(self) -> None:
-        """Close the router: later calls raise `RouterClosedError`. Idempotent.
-
-        Closes only what the router created: a store it built from a config's URL (after
-        one try to write what an outage held back). A store passed as `store=` is the
-        caller's and stays open; LiteLLM's HTTP clients are LiteLLM's, shared by every
-        caller in the process, and stay open too. A call already in flight is not waited
-        for: close once the calls you care about have returned.
-        """
-        if self._closed:
-            return
-        self._closed = True
-        if self._now.recorder is not None:
-            self._now.recorder.stop()
-        for owned in self._owned:
-            owned.close()
+    # -- its life: changes while it runs, and its end (config.lifecycle) -------------------
+    reconfigure = handed("_life", Lifecycle.reconfigure)
+    on_reconfigure = handed("_life", Lifecycle.on_reconfigure)
+    reload = handed("_life", Lifecycle.reload)
+    close = handed("_life", Lifecycle.close)
 
     async def aclose(self) -> None:
         """The async twin of `close`: an owned store's connections on this loop close too."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._now.recorder is not None:
-            await asyncio.to_thread(self._now.recorder.stop)
-        for owned in self._owned:
-            aclose = getattr(owned, "aclose", None)
-            await aclose() if aclose is not None else owned.close()
+        await self._life.aclose()
 
     def __enter__(self) -> Router:
         return self
@@ -323,77 +210,162 @@ class Router(LiteLLMFace, Inspection):
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
 
-    def _open(self) -> None:
-        if self._closed:
-            raise RouterClosedError(
-                f"router {self.name!r} is closed: nothing was sent; build a new Router"
-            )
-
-    # -- what the router holds -------------------------------------------------------------
+    # -- what the router holds (config.inspection) -----------------------------------------
     @property
     def routes(self) -> tuple[Route, ...]:
         """Every route, in the order given (names made unique)."""
-        return self._now.routes
+        return self._life.now.routes
 
     @property
     def groups(self) -> dict[str, tuple[Route, ...]]:
         """Group name → its routes, in written order."""
-        return {g: tuple(c.route for c in cs) for g, cs in self._now.planner.groups.items()}
+        return {g: tuple(c.route for c in cs) for g, cs in self._life.now.planner.groups.items()}
 
-    # -- the call path every LiteLLM-shaped call takes (drive.face) ---------------------
-    def _route(
-        self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
-    ) -> Routed[Any]:
-        now, lane, call_kwargs, timeout, call = self._read(endpoint, model, messages, kwargs)
-        if lane is not None:
-            return lane.call(call_kwargs, timeout, call, now.planner, now.restart, now.on_restart)
-        assert call is not None  # (no lane: the call was read in full)
-        plan = now.planner.build(call)
-        return calls.call(plan, call.endpoint, call_kwargs, now.restart, now.on_restart)
+    unusable = handed("_view", Inspection.unusable)
+    spending = handed("_view", Inspection.spending)
+    health = handed("_view", Inspection.health)
+    usage = handed("_view", Inspection.usage)
+    report = handed("_view", Inspection.report)
+    resting = handed("_view", Inspection.resting)
+    reset = handed("_view", Inspection.reset)
+    preflight = handed("_view", Inspection.preflight)
+    check = handed("_view", Inspection.check)
+    scores = handed("_view", Inspection.scores)
+    flush_metrics = handed("_view", Inspection.flush_metrics)
+    model_info = handed("_view", Inspection.model_info)
+    capabilities = handed("_view", Inspection.capabilities)
 
-    def _aroute(
-        self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
-    ) -> Awaitable[Routed[Any]]:
-        # A plain function returning the call's coroutine: read and checked now, by the
-        # caller's own coroutine, and one frame fewer for every resumption of the call.
-        now, lane, call_kwargs, timeout, call = self._read(endpoint, model, messages, kwargs)
-        if lane is not None:
-            return lane.acall(call_kwargs, timeout, call, now.planner, now.restart, now.on_restart)
-        assert call is not None
-        plan = now.planner.build(call)
-        return calls.acall(plan, call.endpoint, call_kwargs, now.restart, now.on_restart)
+    explain = handed("_view", Inspection.explain)
 
-    def _read(
-        self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
-    ) -> tuple[Assembly, Lane | None, dict[str, Any], float | None, Call | None]:
-        """The call read and checked under the configuration it keeps to its end: the
-        express lane when it takes one, what LiteLLM is to get, the call's own timeout, and
-        the `Call` (None for a plain chat call on its lane, read in one pass)."""
-        now = self._now  # read once: the request keeps this configuration to its end
-        if self._closed:
-            self._open()  # raises
-        planner = now.planner
-        lane = planner.express(endpoint, model, messages, kwargs)
-        if lane is not None:  # the common call (`Planner.express`)
-            return now, lane, {**kwargs, "messages": messages}, None, None
-        call = planner.prepare(endpoint_named(endpoint), model, messages, kwargs)
-        return now, planner.lane(call), call.call_kwargs, call.timeout, call
+    async def apreflight(self, *, live: bool = False) -> dict[str, PreflightVerdict]:
+        """The async twin of `preflight`."""
+        return await self._view.apreflight(live=live)
 
-    def explain(
+    def _repr_html_(self) -> str:
+        """A table for notebooks: each route with its reach, capabilities, price, health."""
+        return overview.as_html(self._life.now.planner.groups, self.health())
+
+    def __repr__(self) -> str:
+        return overview.as_text(self._life.now.planner.groups)
+
+    # -- the calls, each mirroring the LiteLLM function of its name ------------------------
+    def completion(self, model: str | None = None, messages: Any = None, **kwargs: Any) -> Any:
+        """Route a `litellm.completion` call: a `ModelResponse`, or a `RoutedStream`."""
+        return self._route("chat", model, messages, kwargs).response
+
+    async def acompletion(
+        self, model: str | None = None, messages: Any = None, **kwargs: Any
+    ) -> Any:
+        """Route a `litellm.acompletion` call: a `ModelResponse`, or an `AsyncRoutedStream`."""
+        return (await self._aroute("chat", model, messages, kwargs)).response
+
+    def embedding(self, model: str | None = None, input: Any = None, **kwargs: Any) -> Any:
+        """Route a `litellm.embedding` call: an `EmbeddingResponse`."""
+        return self._route("embedding", model, None, {**kwargs, "input": input}).response
+
+    async def aembedding(self, model: str | None = None, input: Any = None, **kwargs: Any) -> Any:
+        """Route a `litellm.aembedding` call: an `EmbeddingResponse`."""
+        return (await self._aroute("embedding", model, None, {**kwargs, "input": input})).response
+
+    def responses(self, input: Any = None, model: str | None = None, **kwargs: Any) -> Any:
+        """Route a `litellm.responses` call: a `ResponsesAPIResponse`, or with
+        `stream=True` a `RoutedStream` of its events."""
+        return self._route("responses", model, None, {**kwargs, "input": input}).response
+
+    async def aresponses(self, input: Any = None, model: str | None = None, **kwargs: Any) -> Any:
+        """Route a `litellm.aresponses` call (an `AsyncRoutedStream` of events when
+        streamed)."""
+        return (await self._aroute("responses", model, None, {**kwargs, "input": input})).response
+
+    def text_completion(self, prompt: Any = None, model: str | None = None, **kwargs: Any) -> Any:
+        """Route a `litellm.text_completion` call: a `TextCompletionResponse` or a stream."""
+        return self._route("completion", model, None, {**kwargs, "prompt": prompt}).response
+
+    async def atext_completion(
+        self, prompt: Any = None, model: str | None = None, **kwargs: Any
+    ) -> Any:
+        """Route a `litellm.atext_completion` call."""
+        return (
+            await self._aroute("completion", model, None, {**kwargs, "prompt": prompt})
+        ).response
+
+    def route(
         self,
         model: str | None = None,
         messages: Any = None,
         *,
         endpoint: str = "chat",
         **kwargs: Any,
-    ) -> Explanation:
-        """The verdict for every route of the group for this request. Nothing is sent."""
-        self._open()
-        return explanation(self._now.planner, endpoint_named(endpoint), model, messages, kwargs)
+    ) -> Routed[Any]:
+        """Like the call of `endpoint` ("chat", "embedding", "responses", "completion"), but
+        returns `Routed`: the response, the route that answered, the journey, the attempts."""
+        return self._route(endpoint, model, messages, kwargs)
 
-    def _repr_html_(self) -> str:
-        """A table for notebooks: each route with its reach, capabilities, price, health."""
-        return overview.as_html(self._now.planner.groups, self.health())
+    async def aroute(
+        self,
+        model: str | None = None,
+        messages: Any = None,
+        *,
+        endpoint: str = "chat",
+        **kwargs: Any,
+    ) -> Routed[Any]:
+        """The async twin of `route`."""
+        return await self._aroute(endpoint, model, messages, kwargs)
 
-    def __repr__(self) -> str:
-        return overview.as_text(self._now.planner.groups)
+    def batch_completion(
+        self,
+        model: str | None = None,
+        messages: Any = None,
+        *,
+        max_concurrency: int = 8,
+        progress: bool = True,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """Route many chat requests, as `litellm.batch_completion` takes them: `messages`
+        is a list with one list of messages per request; every other keyword is shared.
+
+        Returns one result per request, in input order: the `ModelResponse`, or in the
+        place of a request that failed its exception object (as LiteLLM does). At most
+        `max_concurrency` requests are in flight (LiteLLM's `max_workers=` is read as the
+        same). A progress bar (`tqdm.auto`: a widget in a notebook, a line in a terminal)
+        shows done / failed / spent; `progress=False` turns it off. The budget, breaker
+        and rate limits hold across the batch as across any calls; `deadline=` is the whole
+        batch's, and a request not started when it has passed is not sent (its place holds
+        a `DeadlineExceededError`). When the budget refuses a request, the batch stops: the
+        requests not yet started are not sent, each place holding an `OverBudgetError`.
+        Streams are refused: a batch returns whole answers.
+        """
+        self._life.ensure_open()  # a closed router refuses the batch, not each request in it
+        batch = face.batch_of(model, messages, max_concurrency, progress, kwargs, self._life.now.clock)
+        return batch.run(lambda call: self._route("chat", model, *face.split(call)))
+
+    async def abatch_completion(
+        self,
+        model: str | None = None,
+        messages: Any = None,
+        *,
+        max_concurrency: int = 8,
+        progress: bool = True,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """The async twin of `batch_completion`: `max_concurrency` tasks on this loop."""
+        self._life.ensure_open()  # a closed router refuses the batch, not each request in it
+        batch = face.batch_of(model, messages, max_concurrency, progress, kwargs, self._life.now.clock)
+        return await batch.arun(lambda call: self._aroute("chat", model, *face.split(call)))
+
+    # -- the one call path every LiteLLM-shaped call takes (drive.face) -------------------
+    def _route(
+        self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
+    ) -> Routed[Any]:
+        now = self._life.now  # read once: the request keeps this configuration to its end
+        if self._life.closed:
+            self._life.ensure_open()  # raises
+        return face.route(now.planner, now.restart, now.on_restart, endpoint, model, messages, kwargs)
+
+    def _aroute(
+        self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
+    ) -> Awaitable[Routed[Any]]:
+        now = self._life.now
+        if self._life.closed:
+            self._life.ensure_open()
+        return face.aroute(now.planner, now.restart, now.on_restart, endpoint, model, messages, kwargs)

@@ -118,7 +118,7 @@ def _run(
         name: (h.state, h.failures, h.probing, h.last_error) for name, h in router.health().items()
     }
     # What observers were told, in order (the router's own history of its records).
-    records = [_step(r) for _, r in router._now.history._records]
+    records = [_step(r) for _, r in router._life.now.history._records]
     return {
         "seen": seen,
         "health": health,
@@ -236,7 +236,7 @@ def _spy(real: Any, taken: list[str]) -> Any:
 
 
 def _lane(router: Router, **kwargs: Any) -> Any:
-    planner = router._now.planner
+    planner = router._life.now.planner
     call = planner.prepare(endpoint(kwargs.pop("endpoint", "chat")), "g", MESSAGES, kwargs)
     return planner.lane(call)
 
@@ -305,7 +305,7 @@ def test_a_cancelled_call_on_the_lane_is_recorded_and_holds_nothing(fake: FakePr
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        records.extend(r for _, r in router._now.history._records)
+        records.extend(r for _, r in router._life.now.history._records)
         await router.acompletion(model="g", messages=MESSAGES)
 
     asyncio.run(main())

@@ -156,7 +156,7 @@ def test_two_accounts_of_one_model_keep_working_and_check_says_how_history_follo
     fake.script("a", Fail(503))
     router = Router([one, two], breaker=BREAKER)
     base_id = _base_id(fake, "a")
-    ids = [r.id for r in router._now.routes]
+    ids = [r.id for r in router._life.now.routes]
     assert ids == [base_id, f"{base_id}#2"]
     assert _one(router) == "openai/a#2"  # the first account failed and rests; the second answers
     assert router.resting().keys() == {"openai/a"}
@@ -224,7 +224,7 @@ def test_ids_from_a_policy_file_and_a_litellm_model_list(
             }
         )
     )
-    route = Router.from_config(policy)._now.routes[0]
+    route = Router.from_config(policy)._life.now.routes[0]
     assert (route.id, route.name) == ("a-prod", "A")
     listed = Router.from_litellm_model_list(
         [
@@ -235,4 +235,4 @@ def test_ids_from_a_policy_file_and_a_litellm_model_list(
             }
         ]
     )
-    assert listed._now.routes[0].id == "deployment-1"
+    assert listed._life.now.routes[0].id == "deployment-1"

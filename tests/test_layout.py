@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "policy_router"
-PARTS = ("cli", "config", "core", "drive", "endpoints", "ground", "integrations", "observe",
+PARTS = ("cli", "config", "core", "drive", "drive/seam", "endpoints", "ground", "integrations", "observe",
          "policies", "state", "state/redis", "testing")
 
 
@@ -140,3 +140,122 @@ def test_no_record_of_the_package_is_built_from_more_than_three_positional_argum
         and sum(1 for f in dataclasses.fields(record) if f.init and not f.kw_only) > 3
     }
     assert positional == set()
+
+
+def _package_classes() -> dict[type, str]:
+    """Every class the package defines, with the module that defines it."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import policy_router
+
+    found: dict[type, str] = {}
+    for module_info in pkgutil.walk_packages(policy_router.__path__, "policy_router."):
+        module = importlib.import_module(module_info.name)
+        for value in vars(module).values():
+            if inspect.isclass(value) and value.__module__ == module_info.name:
+                found[value] = module_info.name
+    return found
+
+
+def _sets(tree: ast.Module, cls: str, attribute: str) -> bool:
+    """Whether class `cls` of the module parsed as `tree` assigns `self.<attribute>` (or
+    `cls.<attribute>`, or through `object.__setattr__`) anywhere in its body."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ClassDef) and node.name == cls):
+            continue
+        for sub in ast.walk(node):
+            targets: list[ast.expr] = []
+            if isinstance(sub, ast.Assign):
+                targets = list(sub.targets)
+            elif isinstance(sub, ast.AnnAssign | ast.AugAssign):
+                targets = [sub.target]
+            for target in targets:
+                for one in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    if (
+                        isinstance(one, ast.Attribute)
+                        and one.attr == attribute
+                        and isinstance(one.value, ast.Name)
+                        and one.value.id in ("self", "cls")
+                    ):
+                        return True
+            if (
+                isinstance(sub, ast.Call)
+                and getattr(sub.func, "attr", "") == "__setattr__"
+                and len(sub.args) >= 2
+                and isinstance(sub.args[1], ast.Constant)
+                and sub.args[1].value == attribute
+            ):
+                return True
+    return False
+
+
+def _leaning(cls: type, source: str) -> list[str]:
+    """The attributes `cls` declares (a bare annotation in its body) that its own module
+    (`source`) never sets: state some other module's class provides, as a mixin's is.
+    Records (dataclasses, named tuples, typed dicts, pydantic models) and protocols declare
+    fields that their own machinery sets, and a `ClassVar` is the class's own constant."""
+    import dataclasses
+    import inspect
+    import typing
+
+    if (
+        dataclasses.is_dataclass(cls)
+        or typing.is_typeddict(cls)
+        or getattr(cls, "_is_protocol", False)
+        or issubclass(cls, tuple)
+        or any(base.__name__ == "BaseModel" for base in cls.__mro__)
+    ):
+        return []
+    tree = ast.parse(source)
+    leaning = []
+    for attribute, annotation in inspect.get_annotations(cls).items():
+        if "ClassVar" in str(annotation):
+            continue
+        value = cls.__dict__.get(attribute)
+        if value is not None and not inspect.ismemberdescriptor(value):
+            continue  # declared with its value in the class body
+        if not _sets(tree, cls.__name__, attribute):
+            leaning.append(f"{cls.__module__}.{cls.__qualname__}.{attribute}")
+    return leaning
+
+
+def test_no_class_of_the_package_leans_on_state_another_module_sets() -> None:
+    """Parts are held, not mixed in: no class declares an attribute its own module never
+    sets (a mixin reading the state of the class it is mixed into), and no class of the
+    package inherits from two of its classes."""
+    import importlib
+
+    classes = _package_classes()
+    leaning: list[str] = []
+    mixed: list[str] = []
+    for cls, module in classes.items():
+        path = importlib.import_module(module).__file__
+        assert path is not None
+        leaning += _leaning(cls, Path(path).read_text())
+        ours = [base.__name__ for base in cls.__bases__ if base in classes]
+        if len(ours) > 1:
+            mixed.append(f"{module}.{cls.__qualname__}({', '.join(ours)})")
+    assert leaning == []
+    assert mixed == []
+
+
+def test_a_mixin_over_another_modules_state_is_found() -> None:
+    """The check above sees the shape it forbids (so it can fail): a class that declares
+    the state it reads and leaves setting it to whatever class it is mixed into."""
+    source = (
+        "class Capacity:\n"
+        "    _queue: list[int]\n"
+        "    _poll: float\n"
+        "    def wait(self) -> float:\n"
+        "        return self._poll if self._queue else 0.0\n"
+        "class Held:\n"
+        "    _poll: float\n"
+        "    def __init__(self) -> None:\n"
+        "        self._poll = 0.05\n"
+    )
+    space: dict[str, object] = {}
+    exec(compile(source, "<mixin>", "exec"), space)
+    assert _leaning(space["Capacity"], source) == ["builtins.Capacity._queue", "builtins.Capacity._poll"]  # type: ignore[arg-type]
+    assert _leaning(space["Held"], source) == []  # type: ignore[arg-type]

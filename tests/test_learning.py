@@ -117,7 +117,7 @@ def test_a_store_that_cannot_be_written_never_fails_a_call_and_counts_what_it_dr
 ) -> None:
     dead = PostgresMetrics(f"postgresql://nobody@127.0.0.1:{free_port()}/none", timeout=0.2)
     router = Router(_routes(fake), metrics=dead)
-    recorder = router._now.recorder
+    recorder = router._life.now.recorder
     assert recorder is not None
     recorder._size = 3  # a small buffer, to see it fill
     for _ in range(6):
@@ -229,7 +229,7 @@ def test_a_policy_file_names_the_metrics_store_the_scope_and_the_score(
         fake.script("a", Fail(503))
         _first(router)
         assert _first(router) == "openai/b"
-        assert router._now.recorder is not None and router._now.recorder.scope == "svc:production"
+        assert router._life.now.recorder is not None and router._life.now.recorder.scope == "svc:production"
         explained = {v.route: v.reason for v in router.explain(model="g", messages=MESSAGES).verdicts}
         assert "score " in explained["openai/a"] and "success" in explained["openai/a"]
     assert (tmp_path / "history.sqlite").exists()  # beside the file, as the attempt log is

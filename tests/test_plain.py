@@ -122,7 +122,7 @@ def test_a_call_is_read_as_the_full_reading_reads_it(
 ) -> None:
     """Whatever the call, the one-pass reading gives the `Call` the full reading gives (the
     same group, needs, keywords for LiteLLM, deadline, lane), or the same refusal."""
-    quick, full = _both(ROUTERS[which]._now.planner, model, messages, kwargs)
+    quick, full = _both(ROUTERS[which]._life.now.planner, model, messages, kwargs)
     assert quick == full
 
 
@@ -132,7 +132,7 @@ def test_every_keyword_of_litellm_and_one_nobody_listed_is_read_as_in_full(value
     call: the same `Call` or the same refusal as the full reading."""
     for router in ROUTERS:
         for key in [*_KNOWN, "stream", "mock_timeout", "x_nobody_listed"]:
-            quick, full = _both(router._now.planner, "g", MESSAGES, {key: value, "temperature": 0})
+            quick, full = _both(router._life.now.planner, "g", MESSAGES, {key: value, "temperature": 0})
             assert quick == full, key
 
 

@@ -179,8 +179,8 @@ def test_a_policy_file_names_the_pool_mode(postgres_server: PostgresServer, tmp_
         "groups": {"g": {"routes": [route]}},
     }))
     with Router.from_config(policy) as router:
-        assert router._now.recorder is not None
-        assert router._now.recorder.store.pool_mode == "transaction_pooler"
+        assert router._life.now.recorder is not None
+        assert router._life.now.recorder.store.pool_mode == "transaction_pooler"
     policy.write_text(yaml.safe_dump({
         "metrics": {"postgres": dsn, "pool_mode": "bouncer"}, "groups": {"g": {"routes": [route]}},
     }))

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policy_router import ConfigError, Money, Price, PriceTable, Usage
-from policy_router.drive import model_info as transport
+from policy_router.drive.seam import model_info as transport
 
 TABLE = {
     "currency": "USD",

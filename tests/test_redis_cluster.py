@@ -176,7 +176,7 @@ def settled(router: Router, timeout: float = 30.0) -> Any:
     while True:
         try:
             spending = router.spending()
-            if router._now.store.pending_writes == 0:  # type: ignore[attr-defined]
+            if router._life.now.store.pending_writes == 0:  # type: ignore[attr-defined]
                 return spending
         except Exception:
             pass
@@ -227,7 +227,7 @@ def test_the_slot_moved_to_another_master_mid_run(
         moved_to.append(target)
 
     router, caller = mid_run(faulty, fake, "moving", move)
-    assert faulty.owner(f"{{{router._now.store.namespace}}}") is moved_to[0]  # type: ignore[attr-defined]
+    assert faulty.owner(f"{{{router._life.now.store.namespace}}}") is moved_to[0]  # type: ignore[attr-defined]
     exactly_once(router, caller, fake)
 
 
@@ -296,7 +296,7 @@ def test_a_config_file_names_a_cluster(
     store = {"redis": "os.environ/REDIS_URL", "cluster": True}
     policy = shared_policy(fake.base_url, f"config-{time.monotonic_ns()}", store)
     one, other = Router.from_config(policy), Router.from_config(policy)
-    assert "cluster=True" in repr(one._now.store)
+    assert "cluster=True" in repr(one._life.now.store)
     fake.script("a", Fail(500))
     assert one.route(model="g", messages=MESSAGES).route.name == "openai/b"
     assert set(other.resting()) == {"openai/a"}
@@ -329,7 +329,7 @@ def test_a_cluster_unreachable_when_the_router_is_built_fails_closed(
         breaker=Breaker(),
     )
     assert free.completion(model="g", messages=MESSAGES).choices[0].message.content
-    shown = " ".join([str(refused.value), repr(budgeted._now.store), *map(repr, told)])
+    shown = " ".join([str(refused.value), repr(budgeted._life.now.store), *map(repr, told)])
     assert "cluster-secret-pw" not in shown and "StoreLost" in shown
     budgeted.close()
     free.close()

@@ -375,7 +375,7 @@ def test_killing_redis_mid_run(exact_fake: FakeProvider) -> None:
         server.stop()  # SIGKILL while a call holds a reservation
         in_flight.join()  # it answers during the outage: its cost waits in the backlog
         assert len(ended) == 1
-        assert budgeted._now.store.pending_writes == 1  # type: ignore[attr-defined]
+        assert budgeted._life.now.store.pending_writes == 1  # type: ignore[attr-defined]
 
         sent = exact_fake.requests()
         with pytest.raises(OverBudgetError, match="budget store unreachable"):

@@ -327,7 +327,7 @@ def _streams_opened() -> Iterator[list[Any]]:
     stream left unclosed stays open, as it would until a collection runs)."""
     import gc
 
-    from policy_router.drive import transport
+    from policy_router.drive.seam import transport
 
     sources: list[Any] = []
     real_send, real_asend = transport.send, transport.asend

@@ -186,7 +186,7 @@ def test_a_registered_ordering_is_usable_by_name_and_told_of_dispatch(
         fake.script("b", Fail(503))
         router = Router([fake_route(fake, n) for n in "ab"], order="backwards")
         assert _answered(router) == "openai/a"
-        a, b = (r.id for r in router._now.routes)
+        a, b = (r.id for r in router._life.now.routes)
         assert made[0].dispatched == [b, a]  # by id, the key statistics are kept under
         assert made[0].results == [(b, "server_error"), (a, "answered")]
         path = tmp_path / "policy.yaml"

@@ -148,7 +148,7 @@ def test_repr_of_a_route_hides_url_credentials() -> None:
 
 def test_an_unexpected_error_is_scrubbed_too(fake: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> None:
     """An exception that is no provider outcome is re-raised as itself, scrubbed."""
-    from policy_router.drive import transport
+    from policy_router.drive.seam import transport
 
     def boom(*_: Any, **__: Any) -> Any:
         raise RuntimeError("client broke with key sk-boom-123456")

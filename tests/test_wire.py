@@ -47,8 +47,8 @@ from policy_router import (
     Route,
     Router,
 )
-from policy_router.drive import guard
-from policy_router.drive.unlogged import UNLOGGED
+from policy_router.drive.seam import guard
+from policy_router.drive.seam.unlogged import UNLOGGED
 from policy_router.integrations.otel import OTelObserver
 from policy_router.testing import Cut, Drop, Fail, FakeProvider, Hang, Reply
 
@@ -331,7 +331,7 @@ def test_the_guard_holds_every_kind_of_kept_client_on_a_kept_connection(
     """Whatever HTTP library a kept client is of (httpx, aiohttp under LiteLLM's transport,
     httpx2): after it followed a redirect off the machine once (it then holds a connection
     there), the same redirect during an on-device attempt is refused before it is sent."""
-    from policy_router.drive import guard
+    from policy_router.drive.seam import guard
     from policy_router.ground.outcome import OffDeviceConnection
 
     made = _client_kinds()[kind]()
@@ -383,7 +383,7 @@ def test_a_kept_client_of_either_library_made_with_a_proxy_is_named(
     one whose proxy is on loopback is not."""
     import importlib
 
-    from policy_router.drive import guard
+    from policy_router.drive.seam import guard
 
     module = importlib.import_module(library)
     kind = module.AsyncClient if asynchronous else module.Client
@@ -548,7 +548,7 @@ def test_every_cap_and_count_the_body_carries_is_reserved(fake: FakeProvider, ca
     roomy = Router([_local(fake)], budget=Budget("5.00", strict=True), store=Books())
     roomy.completion(model="g", messages=HI, **caps)
     billed = PER_TOKEN * sum(fake.bills())
-    store = roomy._now.store
+    store = roomy._life.now.store
     assert isinstance(store, Books) and all(cost <= held for held, cost, _, _ in store.bills)
     assert roomy.spending().spent.micros >= billed
 
@@ -668,7 +668,7 @@ def _outputs(
 def test_the_guard_refuses_a_connection_off_the_machine_and_it_reads_as_not_sent() -> None:
     """While an on-device attempt runs, a connection to an address off loopback is refused
     before it is made (whatever made it), and the router reads the error as not sent."""
-    from policy_router.drive.failures import classify
+    from policy_router.drive.seam.failures import classify
     from policy_router.ground.outcome import OffDeviceConnection
 
     with guard.on_device(frozenset()), socket_to(OUTSIDE) as attempt:
@@ -703,7 +703,7 @@ def socket_to(host: str) -> Iterator[BaseException | None]:
 def test_a_huge_retry_after_does_not_close_a_window_for_good(fake: FakeProvider, after: str) -> None:
     """`Retry-After: 999999999` or `inf` is honoured for an hour at most, and `reset()`
     reopens the window a 429 closed."""
-    from policy_router.drive.failures import RETRY_AFTER_CAP
+    from policy_router.drive.seam.failures import RETRY_AFTER_CAP
 
     fake.script("local", Fail(429, "slow down", retry_after=float(after)))
     router = Router([_local(fake, rpm=100)])
@@ -734,7 +734,7 @@ def test_ctrl_c_during_a_sync_call_gives_back_its_reservation_and_slot(
     fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A KeyboardInterrupt in the middle of a sync call: nothing it held stays held."""
-    from policy_router.drive import transport
+    from policy_router.drive.seam import transport
 
     def interrupted(*_: Any, **__: Any) -> Any:
         raise KeyboardInterrupt

@@ -33,7 +33,7 @@ from .demo import TOOLS, demo
 def _build(path: str) -> tuple[Router, list[str]]:
     loaded = config_load(path)
     router = Router(loaded.routes, **loaded.policies)
-    router._notes = tuple(loaded.notes)
+    router._life.notes = tuple(loaded.notes)  # what check() lists first
     return router, loaded.missing
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.validate import check_policies
-from ..drive import model_info, settings
 from ..drive.planning import Planner
+from ..drive.seam import model_info, settings
 from ..drive.stream import StreamRestart
 from ..ground.clock import Clock, MonotonicClock
 from ..ground.deadline import check_seconds
@@ -30,7 +30,7 @@ from ..policies.breaker import Breaker, HealthBook, breaker_of, counting_for
 from ..policies.budget import Ledger
 from ..policies.candidate import candidate_for
 from ..policies.hedge import Hedge
-from ..policies.order import Order, Ordering
+from ..policies.order import Order, Ordering, ranks_by_health
 from ..policies.orderings import choose
 from ..state.memory import InMemoryStore
 from ..state.store import Store
@@ -174,7 +174,7 @@ def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assem
         )
         store = given.bind(a["name"], clock, emit)
     ledger = Ledger(a["budget"], store) if a["budget"] is not None else None
-    breaker = breaker_of(a["breaker"]) or counting_for([default, *orders.values()])
+    breaker = breaker_of(a["breaker"]) or counting_for(ranks_by_health([default, *orders.values()]))
     health = HealthBook(breaker, store, emit) if breaker else None
     # A request's start and end go only to the caller's observers that may want them.
     framed = [o for o in observers if not isinstance(o, AttemptLog)]

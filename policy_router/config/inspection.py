@@ -1,6 +1,7 @@
 """What a router holds, read without sending a request: health, windows, spending, the
-report, the preflight and the configuration check. Mixed into `Router`; every method reads
-the router's current `Assembly` and refuses once the router is closed.
+report, the preflight and the configuration check. `Inspection` is a view over a router's
+`Lifecycle`: every method reads the assembly the router runs under now, and those that
+touch the store refuse once the router is closed. `Router` hands these calls to it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from dataclasses import replace
 from datetime import date
 from typing import Any
 
+from ..core.journey import Explanation
+from ..drive.explaining import explanation
 from ..drive.preflight import PreflightVerdict, embeds_only, preflight_route, problems, rest_denied
+from ..endpoints import endpoint as endpoint_named
 from ..ground.errors import ConfigError
 from ..ground.route import shared_ids
 from ..observe.metrics.report import report_of, since_cutoff
@@ -24,18 +28,25 @@ from ..policies.score import RouteScore, Scored
 from ..state.store import Health
 from . import learning
 from .assembly import Assembly
+from .lifecycle import Lifecycle
 
 __all__ = ["Inspection"]
 
 
 class Inspection:
-    """The reading side of `Router` (see the module docstring)."""
+    """The reading side of a router (see the module docstring)."""
 
-    _now: Assembly
-    _notes: tuple[str, ...]
+    __slots__ = ("_life",)
+
+    def __init__(self, life: Lifecycle) -> None:
+        self._life = life
+
+    @property
+    def _now(self) -> Assembly:
+        return self._life.now
 
     def _open(self) -> None:
-        raise NotImplementedError  # raises when the router is closed
+        self._life.ensure_open()
 
     def unusable(self) -> dict[str, str]:
         """Routes no request can use, by name, each with why and what to do about it."""
@@ -159,7 +170,7 @@ class Inspection:
         """
         budget = self._now.ledger.budget if self._now.ledger is not None else None
         found = problems(self._now.routes, self.unusable(), budget, self._now.store, max_age_days, today)
-        return [*self._notes, *shared_ids(list(self._now.routes)), *found]
+        return [*self._life.notes, *shared_ids(list(self._now.routes)), *found]
 
     def scores(
         self, model: str | None = None, *, streaming: bool = False, endpoint: str = "chat"
@@ -178,6 +189,19 @@ class Inspection:
         assert isinstance(scored, Scored)
         context = OrderContext(group=group, facts=None, now=self._now.clock.now(), endpoint=endpoint, streaming=streaming)
         return tuple(scored.scores(candidates, context))
+
+    def explain(
+        self,
+        /,
+        model: str | None = None,
+        messages: Any = None,
+        *,
+        endpoint: str = "chat",
+        **kwargs: Any,
+    ) -> Explanation:
+        """The verdict for every route of the group for this request. Nothing is sent."""
+        self._open()
+        return explanation(self._now.planner, endpoint_named(endpoint), model, messages, kwargs)
 
     def flush_metrics(self, timeout: float = 5.0) -> bool:
         """Wait until every attempt recorded so far is written to the metrics store (True),

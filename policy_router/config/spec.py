@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.functional_validators import AfterValidator
 
-from ..drive import model_info
+from ..drive.seam import model_info
 from ..policies.order import Order
 from ..policies.orderings import named
 from ..policies.retry import Retry

@@ -1,58 +1,53 @@
 """Waiting for capacity: when every route that could serve was only full, a request may
 wait for the earliest slot instead of being refused (`wait_for_capacity=True`).
 
-`Capacity` is the part of `Plan` that decides it; it holds no state of its own.
+`CapacityWait` keeps one request's round (the routes passed over since its last wait, and
+whether anything was sent since) and answers how long to wait; the plan waits and asks
+its routes again.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from typing import TYPE_CHECKING
 
 from ..ground.records import Check, Skip
-from ..policies.candidate import Candidate
 from .journey import Waited
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from ..ground.deadline import Deadline
-    from ..ground.outcome import Fault
 
-__all__ = ["Capacity"]
+__all__ = ["CapacityWait"]
 
 
-class Capacity:
-    """The capacity steps of a `Plan` (see the module docstring)."""
+class CapacityWait:
+    """One request's round of routes, for `wait_for_capacity` (see the module docstring)."""
 
-    # The plan's state these steps read and change; `Plan.__init__` sets every one.
-    deadline: Deadline | None
-    expired: bool
-    _wait_for_capacity: bool
-    _answered: Candidate | None
-    _stop: Fault | None
-    _tried_in_round: bool
-    _round: list[Skip]
-    _poll: float
-    _queue: deque[tuple[Candidate, float, int]]
-    _eligible: Sequence[Candidate]
-    _reorder: bool
+    __slots__ = ("_poll", "_round", "_tried", "enabled")
 
-    def _record(self, step: Skip | Waited) -> None:
-        raise NotImplementedError  # the plan records
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._round: list[Skip] = []  # why routes were passed over since the last wait
+        self._tried = False
+        self._poll = 0.05  # a budget held by calls in flight: asked again at this pace
 
-    def capacity_wait(self) -> float | None:
+    def passed_over(self, skip: Skip) -> None:
+        """A route was passed over in this round, for `skip`'s reason."""
+        self._round.append(skip)
+
+    def sent(self) -> None:
+        """An attempt was sent in this round: no wait for capacity follows it."""
+        self._tried = True
+
+    def wait(self, deadline: Deadline | None) -> float | None:
         """Seconds to wait before asking the routes again, or None not to wait.
 
-        Only with `wait_for_capacity`, only when nothing was sent since the last wait, and
-        only when every route passed over was full (its rate window, or a budget held by
-        calls in flight, which may fit once they settle): until the earliest slot frees,
-        never past the deadline.
+        Only when enabled, only when nothing was sent since the last wait, and only when
+        every route passed over was full (its rate window, or a budget held by calls in
+        flight, which may fit once they settle): until the earliest slot frees, never past
+        the deadline.
         """
-        if not self._wait_for_capacity or self._answered or self._stop or self.expired:
-            return None
-        if self._tried_in_round or not self._round:
+        if not self.enabled or self._tried or not self._round:
             return None
         waits: list[float] = []
         for skip in self._round:
@@ -63,18 +58,16 @@ class Capacity:
             else:
                 return None
         wait = min(waits)
-        if self.deadline is not None:
-            left = self.deadline.left()
+        if deadline is not None:
+            left = deadline.left()
             if left <= 0:
                 return None
             wait = min(wait, left)
         return wait
 
-    def waited(self, seconds: float) -> None:
-        """The driver waited `seconds` for capacity: say so, and consider the routes again."""
+    def waited(self, seconds: float) -> Waited:
+        """The request waited `seconds`: the record of it, and a new round begins."""
         why = "; ".join(f"{s.route}: {s.reason}" for s in self._round)
-        self._record(Waited(seconds=seconds, why=why))
         self._poll = min(self._poll * 2, 1.0)
-        self._round, self._tried_in_round = [], False
-        self._queue = deque((c, 0.0, 1) for c in self._eligible)
-        self._reorder = True
+        self._round, self._tried = [], False
+        return Waited(seconds=seconds, why=why)

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..ground.clock import Clock
 from ..ground.errors import StoreUnavailableError
 from ..ground.ids import new_id
+from ..ground.money import Usage
 from ..ground.outcome import Fault
-from ..ground.records import Check, Skip
+from ..ground.records import Skip
 from ..ground.route import Route
-from ..ground.secrets import Scrubber
 from ..policies import continuity
 from ..policies.budget import Ledger, RequestFacts
 from ..policies.candidate import Candidate
@@ -34,13 +34,18 @@ from ..policies.order import Arrange
 from ..policies.requirements import Requirements
 from ..state.memory import InMemoryStore
 from ..state.store import Health, Steps, Store, StoreCall, StoreDeadline, perform
-from .capacity import Capacity
+from . import endings
+from .capacity import CapacityWait
 from .checkpoint import wire_for
 from .checks import sift
-from .endings import Endings
+from .course import Course
 from .events import AttemptStarted, RequestEnded, RequestStarted
 from .gate import Admitted, Gate, Send
-from .journey import Attempt, Journey, Waited, journey_of
+from .hedging import Hedging
+from .journey import Journey, journey_of
+from .outcomes import Outcomes
+from .timeouts import attempt_timeout
+from .trail import Trail
 from .unanswered import unanswered
 
 if TYPE_CHECKING:
@@ -58,10 +63,9 @@ T = TypeVar("T")
 # Jitter for retry waits, shared: seeding a Random for every plan cost ~14 us a request,
 # and jitter needs no stream of its own (Random's methods are safe across threads).
 _JITTER = random.Random()
-_LONGEST_TIMEOUT = 86_400.0
 
 
-class Plan(Endings, Capacity):
+class Plan:
     """One request's decisions, from the first route considered to the outcome.
 
     Thread-compatible, not thread-safe: one plan belongs to one request. The store behind
@@ -108,75 +112,47 @@ class Plan(Endings, Capacity):
     ) -> None:
         self.group = group
         self.operation = operation
-        # Every secret of the group's routes (the planner's `secrets`), of the call's own
-        # keywords (`call`), those its attempts put on the wire and the environment holds:
-        # taken out of whatever the request records or raises.
-        self.scrubber = Scrubber(
-            secrets
-            if secrets is not None
-            else tuple(sorted({x for c in candidates for x in c.route.secrets}, key=len, reverse=True)),
-            call,
-        )
+        self.id = id or new_id()
+        self.trail = Trail(group, self.id, operation, candidates, emit=emit, secrets=secrets, call=call)
         self.store: Store = store or (
             ledger.store if ledger else health.store if health else InMemoryStore()
         )
         self.needs = needs
+        self.deadline = deadline
         self._clock = clock
         self._ledger = ledger
         self._facts = facts
-        self._health = health
-        self._retry = retry
-        self.deadline = deadline
         self._timeout = timeout
-        self._emit = emit or (lambda _record: None)
-        self._on_result = on_result
         self._on_dispatch = on_dispatch
-        self._rng = rng or _JITTER
         self._started = clock.now()
-        self.id = id or new_id()
         self._sends = 0
         self._attempts = 0
         self._ended = False
-        self._steps: list[Skip | Attempt | Waited] = []
         # The records that frame a request (events.py) go to `frame`, when an observer
         # wants them; the router leaves it None otherwise, which costs nothing per call.
         self._frame = frame
         if frame is not None:
             frame(RequestStarted(journey_id=self.id, group=group, operation=operation, needs=needs, settings=settings or {}))
-        self._candidates = candidates
-        self._ids: dict[str, str] | None = None
         eligible, skips = sifted if sifted is not None else sift(candidates, needs)
         for skip in skips:
-            self._record(skip)
-        self._eligible = ordering(eligible) if ordering else eligible
-        # Each entry: the candidate, the wait before sending, and which request it is.
-        self._queue: deque[tuple[Candidate, float, int]] = deque(
-            (c, 0.0, 1) for c in self._eligible
-        )
+            self.trail.record(skip)
+        eligible = ordering(eligible) if ordering else eligible
+        self.course = Course(eligible=eligible, queue=deque((c, 0.0, 1) for c in eligible))
         # An ordering that reads health (or rate windows) waits for the first `next()`,
         # which fetches every record in one store call rather than one call per route.
         self._by_health = by_health
         self._by_windows = by_windows
-        self._reorder = True
         # A Responses call continuing a conversation: pinned, at the first `next()`, to the
         # route that made the response it continues (one store read).
         self._continues = continues
-        self._rates = rates
         self._gate = Gate(health, rates, ledger, facts, self.store)
-        self._wait_for_capacity = wait_for_capacity
-        self._round: list[Skip] = []  # why routes were passed over since the last wait
-        self._tried_in_round = False
-        self._poll = 0.05
-        self._answered: Candidate | None = None
-        self._stop: Fault | None = None
-        self._last_fault: Fault | None = None
-        self._misuse: BaseException | None = None
-        self.expired = False
+        self.capacity = CapacityWait(wait_for_capacity)
+        self.outcomes = Outcomes(
+            self.course, self.trail, self._gate, clock=clock, deadline=deadline, retry=retry,
+            rng=rng or _JITTER, on_result=on_result, latencies=latencies,
+        )
         self._adopted: Send | None = None
-        self._hedge = hedge
-        self._latencies = latencies
-        self._shares = shares
-        self._counted = False  # as a request that may hedge, in `shares`
+        self._hedging = Hedging(hedge, group, latencies, shares) if hedge is not None else None
 
     @property
     def observed(self) -> bool:
@@ -187,14 +163,9 @@ class Plan(Endings, Capacity):
     def clock(self) -> Clock:
         return self._clock
 
-    def _id_of(self, name: str) -> str:
-        if self._ids is None:  # built once a request needs it, not for every plan
-            self._ids = {c.name: c.id for c in reversed(self._candidates)}
-        return self._ids.get(name, name)
-
     def _passed_over(self, skip: Skip) -> None:
-        self._round.append(skip)
-        self._record(skip)
+        self.capacity.passed_over(skip)
+        self.trail.record(skip)
 
     def adopt(self, send: Send) -> None:
         """Take `send` as this request's first attempt, already admitted and sent: the
@@ -202,11 +173,11 @@ class Plan(Endings, Capacity):
         gate admits a closed record (nothing held, no probe, no slot), under the token
         `f"{id}.1"`. The next `next()` returns it, so a driver tells the plan its outcome
         as for any attempt the plan made."""
-        candidate, _, _ = self._queue.popleft()
+        candidate, _, _ = self.course.queue.popleft()
         if candidate is not send.candidate or send.token != f"{self.id}.1":
             raise ValueError("adopt() takes the express lane's send to the plan's first route")
         self._sends = self._attempts = 1
-        self._tried_in_round = True
+        self.capacity.sent()
         self._started = min(self._started, send.started)  # the request began with the send
         self._adopted = send
 
@@ -229,42 +200,43 @@ class Plan(Endings, Capacity):
         if self._adopted is not None:
             adopted, self._adopted = self._adopted, None
             return adopted
-        if self._answered is not None or self._stop is not None or self.expired:
+        if self.course.over:
             return None
         try:
             return (yield from self._next())
         except StoreDeadline:
-            self.expired = True
+            self.course.expired = True
             return None
 
     def _next(self) -> Steps[Send | None]:
+        course = self.course
         if self._continues is not None:
             previous, self._continues = self._continues, None
             made = yield from continuity.recall(previous)
-            kept, skips = continuity.pinned([c for c, _, _ in self._queue], previous, made)
+            kept, skips = continuity.pinned([c for c, _, _ in course.queue], previous, made)
             for skip in skips:
-                self._record(skip)
-            self._queue = deque(e for e in self._queue if e[0] in kept)
+                self.trail.record(skip)
+            course.queue = deque(e for e in course.queue if e[0] in kept)
         if self._by_health is not None:
             seen: Mapping[str, Health] = yield StoreCall("all_health")
-            ordered = self._by_health([c for c, _, _ in self._queue], seen)
-            self._queue = deque((c, 0.0, 1) for c in ordered)
+            ordered = self._by_health([c for c, _, _ in course.queue], seen)
+            course.queue = deque((c, 0.0, 1) for c in ordered)
             self._by_health = None
-        if self._by_windows is not None and self._reorder:
+        if self._by_windows is not None and course.reorder:
             # Once per round: a retry queued after a failure keeps its place and its wait.
-            self._reorder = False
-            names = [c.id for c, _, _ in self._queue]
+            course.reorder = False
+            names = [c.id for c, _, _ in course.queue]
             try:
                 windows: Mapping[str, Window] = yield StoreCall("windows", (names,))
             except StoreUnavailableError:
                 windows = {}  # the order is a preference; the take below fails closed
-            ordered = self._by_windows([c for c, _, _ in self._queue], windows)
-            self._queue = deque((c, 0.0, 1) for c in ordered)
-        while self._queue:
+            ordered = self._by_windows([c for c, _, _ in course.queue], windows)
+            course.queue = deque((c, 0.0, 1) for c in ordered)
+        while course.queue:
             if self.deadline is not None and self.deadline.passed():
-                self.expired = True
+                course.expired = True
                 return None
-            candidate, wait, number = self._queue.popleft()
+            candidate, wait, number = course.queue.popleft()
             self._sends += 1
             token = f"{self.id}.{self._sends}"
             # A retry is checked as of when it will be sent, after its wait.
@@ -282,27 +254,13 @@ class Plan(Endings, Capacity):
         backstop, the deadline's length), counted, told to the ordering and the observers;
         None when the deadline leaves no time for it (what it holds given back)."""
         probe, slot, held = admitted.probe, admitted.slot, admitted.held
-        timeout = self._timeout
         route = candidate.route
-        limits = [x for x in (route.first_token_timeout, route.stall_timeout) if x]
-        if limits:
-            # The socket's read timeout backs the route's own limits (which the drivers
-            # hold to the letter): a worker left reading a stalled stream is let go soon.
-            backstop = max(limits) + 1.0
-            timeout = backstop if timeout is None else min(timeout, backstop)
-        if self.deadline is not None:
-            if self.deadline.left() - wait <= 0:
-                yield from self._gate.give_back(candidate.id, held, token, slot is not None)
-                self.expired = True
-                return None
-            # The router holds the deadline itself (cancelling, or abandoning a sync
-            # worker), so LiteLLM is given the deadline's length, not the time left:
-            # LiteLLM keys its cached HTTP client by `timeout`, and a value that changed on
-            # every call built a new client and connection for each one. A deadline of
-            # years (`1e10`) is no timeout an HTTP client can hold: a day is.
-            length = min(self.deadline.seconds, _LONGEST_TIMEOUT)
-            timeout = length if timeout is None else min(timeout, length)
-        self._tried_in_round = True
+        if self.deadline is not None and self.deadline.left() - wait <= 0:
+            yield from self._gate.give_back(candidate.id, held, token, slot is not None)
+            self.course.expired = True
+            return None
+        timeout = attempt_timeout(route, self._timeout, self.deadline)
+        self.capacity.sent()
         self._attempts += 1
         if self._on_dispatch is not None:
             self._on_dispatch(candidate.id, self._attempts)  # an ordering told of each send
@@ -320,44 +278,84 @@ class Plan(Endings, Capacity):
     @property
     def hedging(self) -> bool:
         """Whether this request may hedge a slow attempt (`Router(hedge=...)`)."""
-        return self._hedge is not None
+        return self._hedging is not None
 
     def hedge_delay(self, send: Send) -> float | None:
         """Seconds to wait on `send` before hedging it, or None when it is not hedged (no
         hedge policy, or no route queued to hedge it with)."""
-        if self._hedge is None or not self._queue or self._queue[0][1]:
-            return None
-        if self._shares is not None and not self._counted:
-            self._counted = True
-            self._shares.request(self.group)
-        return self._hedge.delay(self._latencies or Latencies(), send.route.id)
+        return None if self._hedging is None else self._hedging.delay(send, self.course.queue)
 
     def hedge(self) -> Steps[Send | None]:
         """A second attempt beside one in flight: the next queued route, admitted like any
         (its breaker, its rate window, the budget reserving its worst case beside the
         first's, the deadline). None when none can be sent now: the journey says why, and
         the route stays queued, to be asked if the first attempt fails."""
-        if self._answered is not None or self._stop is not None or self.expired:
+        hedging = self._hedging
+        if hedging is None or self.course.over or not self.course.queue:
             return None
-        if not self._queue or (self.deadline is not None and self.deadline.passed()):
+        if self.deadline is not None and self.deadline.passed():
             return None
-        candidate, wait, number = self._queue[0]
-        share = self._hedge.max_share if self._hedge is not None else 1.0
-        if self._shares is not None and not self._shares.take(self.group, share):
-            self._record(Skip(candidate.name, Check.HEDGE, (
-                f"hedge not sent: hedges reached {share:.0%} of group {self.group!r}'s "
-                "recent requests (Hedge.max_share)"), detail={"max_share": share}))
+        candidate, wait, number = self.course.queue[0]
+        refused = hedging.take(candidate)
+        if refused is not None:
+            self.trail.record(refused)
             return None
         self._sends += 1
         token = f"{self.id}.{self._sends}"
         admitted = yield from self._gate.admit(candidate, self._clock.now(), token)
         if isinstance(admitted, Skip):
-            if self._shares is not None:
-                self._shares.give_back(self.group)
-            self._record(replace(admitted, reason=f"hedge not sent: {admitted.reason}"))
+            hedging.give_back()
+            self.trail.record(replace(admitted, reason=f"hedge not sent: {admitted.reason}"))
             return None
-        self._queue.popleft()
+        self.course.queue.popleft()
         return (yield from self._dispatch(candidate, admitted, token, wait, number))
+
+    # -- what the drivers tell it (core.outcomes, core.endings, core.capacity) ------------
+    def answered(self, send: Send, usage: Usage | None = None, *, final: bool = True, model: str | None = None, made: str | None = None) -> Steps[None]:
+        """`send`'s route answered (see `Outcomes.answered`)."""
+        return self.outcomes.answered(send, usage, final=final, model=model, made=made)
+
+    def finished(self, send: Send, usage: Usage | None, *, closed: bool = False) -> Steps[None]:
+        """A stream that answered ended, or was closed (see `Outcomes.finished`)."""
+        return self.outcomes.finished(send, usage, closed=closed)
+
+    def failed(self, send: Send, fault: Fault, error: BaseException | None = None) -> Steps[None]:
+        """`send`'s route failed before answering (see `Outcomes.failed`)."""
+        return self.outcomes.failed(send, fault, error)
+
+    def failed_after_answer(self, send: Send, fault: Fault, usage: Usage | None = None, *, restart: bool = False, error: BaseException | None = None) -> Steps[bool]:
+        """A started stream failed (see `Outcomes.failed_after_answer`); whether it restarts."""
+        return self.outcomes.failed_after_answer(send, fault, usage, restart=restart, error=error)
+
+    def abandoned(self, send: Send, then: str = "abandoned at the deadline; settles when it ends") -> None:
+        """A sync call left running on its worker (see `endings.abandoned`)."""
+        endings.abandoned(self.outcomes, send, then)
+
+    def cancelled(self, send: Send, *, sent: bool) -> Steps[None]:
+        """The caller cancelled during `send` (see `endings.cancelled`)."""
+        return endings.cancelled(self.outcomes, send, sent=sent)
+
+    def gave_up(self, send: Send, fault: Fault) -> Steps[None]:
+        """`send`'s own first-token limit passed (see `endings.gave_up`)."""
+        return endings.gave_up(self.outcomes, send, fault)
+
+    def settle_late(self, send: Send, usage: Usage | None, fault: Fault | None, *, health: bool = True) -> Steps[None]:
+        """An abandoned call ended (see `endings.settle_late`)."""
+        return endings.settle_late(self.outcomes, send, usage, fault, health=health)
+
+    def lost(self, send: Send, to: Send, *, running: bool) -> Steps[None]:
+        """A hedged attempt lost the race to `to` (see `endings.lost`)."""
+        return endings.lost(self.outcomes, send, to, running=running)
+
+    def capacity_wait(self) -> float | None:
+        """Seconds to wait for capacity before asking the routes again, or None (see
+        `CapacityWait.wait`)."""
+        return None if self.course.over else self.capacity.wait(self.deadline)
+
+    def waited(self, seconds: float) -> None:
+        """The driver waited `seconds` for capacity: say so, and ask the routes again."""
+        self.trail.record(self.capacity.waited(seconds))
+        self.course.restart()
 
     # -- the result ------------------------------------------------------------------------
     @property
@@ -366,8 +364,8 @@ class Plan(Endings, Capacity):
         return journey_of(
             self.group,
             self.needs,
-            tuple(self._steps),
-            self._answered.name if self._answered else None,
+            tuple(self.trail.steps),
+            self.course.answered.name if self.course.answered else None,
             max(0.0, self._clock.now() - self._started),
             self.id,
         )
@@ -381,20 +379,20 @@ class Plan(Endings, Capacity):
     def scrub(self, error: BaseException) -> BaseException:
         """`error` with every secret the request knows of taken out (see `ground.secrets`):
         its routes', its call's, what its attempts carried on the wire, the environment's."""
-        return self.scrubber.scrub(error)
+        return self.trail.scrubber.scrub(error)
 
     def error(self, last: BaseException | None) -> BaseException:
         """The exception to raise when the request ends unanswered (see `unanswered`),
         scrubbed of every secret the request knows of, its chain included."""
-        if self._misuse is not None:  # the caller's own retry decision broke its contract
-            self._misuse.journey = self.journey  # type: ignore[attr-defined]
-            self._misuse.__cause__ = last
-            return self.scrub(self._misuse)
+        if self.course.misuse is not None:  # the caller's own retry decision broke its contract
+            self.course.misuse.journey = self.journey  # type: ignore[attr-defined]
+            self.course.misuse.__cause__ = last
+            return self.scrub(self.course.misuse)
         return self.scrub(unanswered(
             self.journey,
             last,
-            stop=self._stop,
-            last_fault=self._last_fault,
-            timed_out=self.expired and self._answered is None,
+            stop=self.course.stop,
+            last_fault=self.course.last_fault,
+            timed_out=self.course.expired and self.course.answered is None,
             deadline=self.deadline,
         ))

@@ -10,7 +10,7 @@ from ..core.gate import Send
 from ..core.plan import Plan
 from ..ground.outcome import Fault, FaultKind
 from ..state.store import Steps
-from . import failures
+from .seam import failures
 
 __all__ = ["NO_FIRST_TOKEN", "AttemptCut", "cut", "failed", "no_first_token"]
 

@@ -11,8 +11,8 @@ from ..core.journey import Journey, Routed, routed_of
 from ..core.plan import Plan
 from ..endpoints import Endpoint, reading
 from ..ground.route import Route
-from . import raised, transport
 from .loops import adrive, drive
+from .seam import raised, transport
 from .stream import StreamRestart, astream, stream
 from .stream_watch import IncompleteResponseWarning, warn_caller
 

@@ -42,7 +42,8 @@ from ..policies.hedge import Hedge
 from ..policies.requirements import Requirements
 from ..policies.retry import Retry
 from ..state.store import FRESH, Store
-from . import calls, raised, transport
+from . import calls
+from .seam import raised, transport
 
 if TYPE_CHECKING:
     from ..core.plan import Plan

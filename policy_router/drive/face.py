@@ -1,7 +1,9 @@
-"""The LiteLLM-shaped face of a router: `completion`, `embedding`, `responses`,
-`text_completion`, their async twins, `route`/`aroute` and `batch_completion`, each taking
-LiteLLM's keyword arguments. Every one goes through the one call path a router provides
-(`_route`/`_aroute`); this class holds no state and no policy.
+"""The one call path of a router: a LiteLLM-shaped call read and checked, then driven.
+
+A plain chat call takes the express lane when it can (`Planner.express`, read in one pass);
+any other call is prepared in full (`Planner.prepare`) and driven on its lane, or planned
+and driven by `drive.calls`. `Router` reads its configuration once per call and hands it
+here with the call; a batch is built here too (`batch_of`).
 """
 
 from __future__ import annotations
@@ -10,155 +12,78 @@ from collections.abc import Awaitable
 from typing import Any
 
 from ..core.journey import Routed
+from ..endpoints import endpoint as endpoint_named
 from ..ground.clock import Clock
+from . import calls
 from .batch import Batch, requests_of
+from .calls import OnRestart
+from .express import Call, Lane
+from .planning import Planner
 
-__all__ = ["LiteLLMFace"]
-
-
-class LiteLLMFace:
-    """The calls of `Router`, each mirroring the LiteLLM function of its name."""
-
-    @property
-    def _clock(self) -> Clock:
-        raise NotImplementedError  # the router's clock
-
-    def _route(
-        self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
-    ) -> Routed[Any]:
-        raise NotImplementedError  # the router's one call path
-
-    def _aroute(
-        self, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
-    ) -> Awaitable[Routed[Any]]:
-        raise NotImplementedError  # the async call path: the call read, its coroutine
-
-    def _open(self) -> None:
-        raise NotImplementedError  # raises when the router is closed
-
-    def completion(self, model: str | None = None, messages: Any = None, **kwargs: Any) -> Any:
-        """Route a `litellm.completion` call: a `ModelResponse`, or a `RoutedStream`."""
-        return self._route("chat", model, messages, kwargs).response
-
-    async def acompletion(
-        self, model: str | None = None, messages: Any = None, **kwargs: Any
-    ) -> Any:
-        """Route a `litellm.acompletion` call: a `ModelResponse`, or an `AsyncRoutedStream`."""
-        return (await self._aroute("chat", model, messages, kwargs)).response
-
-    def embedding(self, model: str | None = None, input: Any = None, **kwargs: Any) -> Any:
-        """Route a `litellm.embedding` call: an `EmbeddingResponse`."""
-        return self._route("embedding", model, None, {**kwargs, "input": input}).response
-
-    async def aembedding(self, model: str | None = None, input: Any = None, **kwargs: Any) -> Any:
-        """Route a `litellm.aembedding` call: an `EmbeddingResponse`."""
-        return (await self._aroute("embedding", model, None, {**kwargs, "input": input})).response
-
-    def responses(self, input: Any = None, model: str | None = None, **kwargs: Any) -> Any:
-        """Route a `litellm.responses` call: a `ResponsesAPIResponse`, or with
-        `stream=True` a `RoutedStream` of its events."""
-        return self._route("responses", model, None, {**kwargs, "input": input}).response
-
-    async def aresponses(self, input: Any = None, model: str | None = None, **kwargs: Any) -> Any:
-        """Route a `litellm.aresponses` call (an `AsyncRoutedStream` of events when
-        streamed)."""
-        return (await self._aroute("responses", model, None, {**kwargs, "input": input})).response
-
-    def text_completion(self, prompt: Any = None, model: str | None = None, **kwargs: Any) -> Any:
-        """Route a `litellm.text_completion` call: a `TextCompletionResponse` or a stream."""
-        return self._route("completion", model, None, {**kwargs, "prompt": prompt}).response
-
-    async def atext_completion(
-        self, prompt: Any = None, model: str | None = None, **kwargs: Any
-    ) -> Any:
-        """Route a `litellm.atext_completion` call."""
-        return (
-            await self._aroute("completion", model, None, {**kwargs, "prompt": prompt})
-        ).response
-
-    def route(
-        self,
-        model: str | None = None,
-        messages: Any = None,
-        *,
-        endpoint: str = "chat",
-        **kwargs: Any,
-    ) -> Routed[Any]:
-        """Like the call of `endpoint` ("chat", "embedding", "responses", "completion"), but
-        returns `Routed`: the response, the route that answered, the journey, the attempts."""
-        return self._route(endpoint, model, messages, kwargs)
-
-    async def aroute(
-        self,
-        model: str | None = None,
-        messages: Any = None,
-        *,
-        endpoint: str = "chat",
-        **kwargs: Any,
-    ) -> Routed[Any]:
-        """The async twin of `route`."""
-        return await self._aroute(endpoint, model, messages, kwargs)
-
-    def batch_completion(
-        self,
-        model: str | None = None,
-        messages: Any = None,
-        *,
-        max_concurrency: int = 8,
-        progress: bool = True,
-        **kwargs: Any,
-    ) -> list[Any]:
-        """Route many chat requests, as `litellm.batch_completion` takes them: `messages`
-        is a list with one list of messages per request; every other keyword is shared.
-
-        Returns one result per request, in input order: the `ModelResponse`, or in the
-        place of a request that failed its exception object (as LiteLLM does). At most
-        `max_concurrency` requests are in flight (LiteLLM's `max_workers=` is read as the
-        same). A progress bar (`tqdm.auto`: a widget in a notebook, a line in a terminal)
-        shows done / failed / spent; `progress=False` turns it off. The budget, breaker
-        and rate limits hold across the batch as across any calls; `deadline=` is the whole
-        batch's, and a request not started when it has passed is not sent (its place holds
-        a `DeadlineExceededError`). When the budget refuses a request, the batch stops: the
-        requests not yet started are not sent, each place holding an `OverBudgetError`.
-        Streams are refused: a batch returns whole answers.
-        """
-        batch = self._batch(model, messages, max_concurrency, progress, kwargs)
-        return batch.run(lambda call: self._route("chat", model, *_split(call)))
-
-    async def abatch_completion(
-        self,
-        model: str | None = None,
-        messages: Any = None,
-        *,
-        max_concurrency: int = 8,
-        progress: bool = True,
-        **kwargs: Any,
-    ) -> list[Any]:
-        """The async twin of `batch_completion`: `max_concurrency` tasks on this loop."""
-        batch = self._batch(model, messages, max_concurrency, progress, kwargs)
-        return await batch.arun(lambda call: self._aroute("chat", model, *_split(call)))
-
-    def _batch(
-        self,
-        model: str | None,
-        messages: Any,
-        max_concurrency: int,
-        progress: bool,
-        kwargs: dict[str, Any],
-    ) -> Batch:
-        self._open()  # a closed router refuses the batch, not each request in it
-        concurrency = kwargs.pop("max_workers", max_concurrency)  # LiteLLM's name for it
-        deadline = kwargs.pop("deadline", None)
-        return Batch(
-            requests_of(messages, kwargs),
-            max_concurrency=concurrency,
-            deadline=deadline,
-            clock=self._clock,
-            progress=progress,
-            label=f"batch → {model}",
-        )
+__all__ = ["aroute", "batch_of", "route", "split"]
 
 
-def _split(call: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def route(
+    planner: Planner, restart: bool, on_restart: OnRestart,
+    endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any],
+) -> Routed[Any]:
+    """Route one call of `endpoint` under `planner` (the router's configuration now);
+    `restart`/`on_restart` are its streams' `stream_failure="restart"` and hook."""
+    lane, call_kwargs, timeout, call = _read(planner, endpoint, model, messages, kwargs)
+    if lane is not None:
+        return lane.call(call_kwargs, timeout, call, planner, restart, on_restart)
+    assert call is not None  # (no lane: the call was read in full)
+    return calls.call(planner.build(call), call.endpoint, call_kwargs, restart, on_restart)
+
+
+def aroute(
+    planner: Planner, restart: bool, on_restart: OnRestart,
+    endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any],
+) -> Awaitable[Routed[Any]]:
+    """The async twin of `route`: the call read and checked now, by the caller's own
+    coroutine, and the coroutine that drives it (one frame fewer for every resumption)."""
+    lane, call_kwargs, timeout, call = _read(planner, endpoint, model, messages, kwargs)
+    if lane is not None:
+        return lane.acall(call_kwargs, timeout, call, planner, restart, on_restart)
+    assert call is not None
+    return calls.acall(planner.build(call), call.endpoint, call_kwargs, restart, on_restart)
+
+
+def _read(
+    planner: Planner, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
+) -> tuple[Lane | None, dict[str, Any], float | None, Call | None]:
+    """The call read and checked: the express lane when it takes one, what LiteLLM is to
+    get, the call's own timeout, and the `Call` (None for a plain chat call on its lane,
+    read in one pass)."""
+    lane = planner.express(endpoint, model, messages, kwargs)
+    if lane is not None:  # the common call (`Planner.express`)
+        return lane, {**kwargs, "messages": messages}, None, None
+    call = planner.prepare(endpoint_named(endpoint), model, messages, kwargs)
+    return planner.lane(call), call.call_kwargs, call.timeout, call
+
+
+def batch_of(
+    model: str | None,
+    messages: Any,
+    max_concurrency: int,
+    progress: bool,
+    kwargs: dict[str, Any],
+    clock: Clock,
+) -> Batch:
+    """The `Batch` of a `batch_completion` call: one request per list of messages, every
+    other keyword shared (LiteLLM's `max_workers=` read as `max_concurrency`)."""
+    concurrency = kwargs.pop("max_workers", max_concurrency)  # LiteLLM's name for it
+    deadline = kwargs.pop("deadline", None)
+    return Batch(
+        requests_of(messages, kwargs),
+        max_concurrency=concurrency,
+        deadline=deadline,
+        clock=clock,
+        progress=progress,
+        label=f"batch → {model}",
+    )
+
+
+def split(call: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """A batch request's messages, and the rest of its kwargs."""
     return call["messages"], {k: v for k, v in call.items() if k != "messages"}

@@ -20,7 +20,7 @@ from ..policies.bounds import (
     reply_tokens,
     unbounded_reason,
 )
-from . import model_info
+from .seam import model_info
 
 __all__ = ["measured"]
 

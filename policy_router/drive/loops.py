@@ -18,8 +18,9 @@ from ..core.gate import Send
 from ..core.plan import Plan
 from ..endpoints import reading
 from ..state.store import Steps, aperform
-from . import hedged, raised
+from . import hedged
 from .attempts import AttemptCut, cut, failed, no_first_token
+from .seam import raised
 from .workers import Abandoned, GaveUp, UsageReader, race, within
 
 __all__ = ["adrive", "drive", "later", "step"]

@@ -18,8 +18,8 @@ from ..core.validate import check_call
 from ..endpoints import Endpoint
 from ..policies.candidate import Candidate
 from ..policies.requirements import Requirements
-from . import settings
 from .express import Call, Lane
+from .seam import settings
 
 __all__ = ["PLAIN_KWARGS", "Known", "call_of", "is_plain", "lane_of", "made"]
 

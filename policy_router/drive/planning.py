@@ -47,9 +47,10 @@ from ..policies.order import (
 from ..policies.requirements import Requirements
 from ..policies.retry import Retry
 from ..state.store import Store
-from . import plain, settings, window
+from . import plain, window
 from .express import Call, Lane, takes_lane
 from .facts import measured
+from .seam import settings
 
 __all__ = ["POLICY_KWARGS", "Call", "Planner"]
 

@@ -21,7 +21,7 @@ from ..ground.route import Route
 from ..policies.breaker import PREFLIGHT
 from ..policies.budget import Budget
 from ..state.store import Store, perform
-from . import credentials
+from .seam import credentials
 
 if TYPE_CHECKING:
     from ..policies.breaker import HealthBook

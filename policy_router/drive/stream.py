@@ -18,8 +18,9 @@ from ..core.gate import Send
 from ..core.journey import Journey, Routed
 from ..core.plan import Plan
 from ..endpoints import Endpoint, StreamShape
-from . import raised, stream_open, transport
+from . import stream_open
 from .loops import adrive, drive, later, step
+from .seam import raised, transport
 from .stream_watch import Opened, StreamRestart, Watch
 from .workers import WORKERS as _WORKERS
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..core.gate import Send
 from ..endpoints import StreamShape
-from . import raised, stream_events
+from .seam import raised, stream_events
 from .stream_watch import Opened
 
 __all__ = ["aopened", "arelease", "opened", "release", "stream_kwargs"]

@@ -23,7 +23,7 @@ from ..ground.money import Usage
 from ..ground.outcome import FaultKind
 from ..policies import continuity
 from ..state.store import Steps
-from . import failures, raised, stream_events
+from .seam import failures, raised, stream_events
 
 __all__ = [
     "IncompleteResponseWarning",

@@ -18,8 +18,9 @@ from typing import Any, TypeVar
 from ..core.gate import Send
 from ..core.plan import Plan
 from ..ground.outcome import Fault, FaultKind
-from . import failures, hedged, raised
+from . import hedged
 from .attempts import NO_FIRST_TOKEN, cut, failed
+from .seam import failures, raised
 
 __all__ = ["WORKERS", "Abandoned", "GaveUp", "race", "within"]
 

@@ -15,8 +15,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from .clock import Clock
 from .errors import ConfigError
 
@@ -44,11 +42,15 @@ def check_seconds(value: object, name: str) -> float | None:
     return float(value)
 
 
-def check_timeout(value: Any, name: str) -> float | httpx.Timeout | None:
-    """Validate a LiteLLM `timeout`: seconds as for `check_seconds`, or an `httpx.Timeout`
-    (as LiteLLM accepts), whose every set field must be seconds > 0."""
-    if isinstance(value, httpx.Timeout):
-        for part in ("connect", "read", "write", "pool"):
+_TIMEOUT_PARTS = ("connect", "read", "write", "pool")
+
+
+def check_timeout(value: Any, name: str) -> Any:
+    """Validate a LiteLLM `timeout`: seconds as for `check_seconds` (a float, or None), or
+    an HTTP client's `Timeout` as LiteLLM accepts one (httpx's, httpx2's: read by its
+    fields, not its type), whose every set field must be seconds > 0."""
+    if type(value).__name__ == "Timeout" and all(hasattr(value, p) for p in _TIMEOUT_PARTS):
+        for part in _TIMEOUT_PARTS:
             check_seconds(getattr(value, part), f"{name}.{part}")
         return value
     return check_seconds(value, name)

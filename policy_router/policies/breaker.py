@@ -22,7 +22,7 @@ shared store gives every process one breaker.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
@@ -31,7 +31,6 @@ from ..ground.numbers import check_number
 from ..ground.outcome import RETRY_AFTER_CAP, Fault, FaultKind
 from ..ground.records import Check, Skip
 from ..state.store import FRESH, Health, Steps, Store, StoreCall
-from .order import Order
 
 __all__ = [
     "PREFLIGHT",
@@ -179,12 +178,9 @@ def breaker_of(given: Breaker | Mapping[str, Any] | None, where: str = "breaker"
     )
 
 
-def counting_for(orders: Sequence[object]) -> Breaker | None:
+def counting_for(ranked: bool) -> Breaker | None:
     """A breaker that counts and never rests, for a router without one whose orderings
-    rank by failures (`Order.HEALTHIEST`, alone or after a sticky list); else None."""
-    ranked = any(
-        o is Order.HEALTHIEST or getattr(o, "then", None) is Order.HEALTHIEST for o in orders
-    )
+    rank by failures (`ranked`: see `policies.order.ranks_by_health`); else None."""
     return Breaker(rests=False) if ranked else None
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "healthiest",
     "round_robin",
     "prices_order",
+    "ranks_by_health",
     "Sticky",
 ]
 
@@ -248,6 +249,14 @@ def prices_order(order: Order | Ordering) -> bool:
     counted, the same way for the live call and for `explain`."""
     rest = order.then if isinstance(order, Sticky) else order
     return rest is Order.CHEAPEST or getattr(rest, "reads_prices", False) is True
+
+
+def ranks_by_health(orders: Sequence[object]) -> bool:
+    """Whether any of `orders` ranks routes by their failures (`Order.HEALTHIEST`, alone or
+    after a sticky list): the router then counts failures even without a breaker."""
+    return any(
+        o is Order.HEALTHIEST or getattr(o, "then", None) is Order.HEALTHIEST for o in orders
+    )
 
 
 def arrange(

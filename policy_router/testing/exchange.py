@@ -38,7 +38,9 @@ __all__ = ["Exchange", "Handler", "Limits", "error_body", "reported", "split_tex
 class Handler(Protocol):
     """What an exchange uses of the HTTP handler playing it."""
 
-    fake: Any
+    @property
+    def fake(self) -> Any: ...  # the FakeProvider it serves
+
     connection: Any
     wfile: Any
     close_connection: bool

@@ -11,7 +11,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 from .endpoints import EXCHANGES
 from .exchange import Limits, error_body
@@ -275,7 +275,7 @@ def _bare(model: str) -> str:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    fake: FakeProvider
+    fake: ClassVar[FakeProvider]  # the fake this handler class was made for (`start`)
     protocol_version = "HTTP/1.1"
     # Headers and body go out in separate writes; with Nagle's algorithm on, the body then
     # waits for the client's delayed ACK, adding ~40 ms to every sync call (seen here).

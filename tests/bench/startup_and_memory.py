@@ -43,7 +43,7 @@ def memory(calls: int) -> None:
     import litellm
 
     from policy_router import Breaker, Budget, PriceTable, Route, Router
-    from policy_router.drive import transport
+    from policy_router.drive.seam import transport
 
     response = litellm.ModelResponse(
         choices=[{"message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],

@@ -38,9 +38,8 @@ class SQLiteMetrics(SQLMetrics):
     dialect = "sqlite"
 
     def __init__(self, path: str | Path, *, timeout: float = 5.0) -> None:
-        super().__init__()
         self.path = Path(path)
-        self.target = str(self.path)
+        super().__init__(target=str(self.path))
         self._timeout = check_number(timeout, "SQLiteMetrics timeout")
         self._local = threading.local()
 
@@ -98,9 +97,8 @@ class DuckDBMetrics(SQLMetrics):
             import duckdb  # noqa: F401
         except ImportError:
             raise ConfigError("DuckDBMetrics needs duckdb: pip install 'policy-router[duckdb]'") from None
-        super().__init__()
         self.path = Path(path)
-        self.target = f"duckdb:{self.path}"
+        super().__init__(target=f"duckdb:{self.path}")
         self._lock = threading.Lock()
         self._con: Any = None
 
@@ -198,8 +196,7 @@ class PostgresMetrics(SQLMetrics):
             raise ConfigError(
                 f"PostgresMetrics pool_mode must be one of {', '.join(_POOL_MODES)}, got {pool_mode!r}"
             )
-        super().__init__()
-        self.target = _without_password(dsn)
+        super().__init__(target=_without_password(dsn))
         self.pool_mode = pool_mode
         dsn = encrypted(dsn, allow_unencrypted, self.target)
         ms = max(int(timeout * 1000), 1)

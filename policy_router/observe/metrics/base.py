@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ...policies.score import Evidence, HistoryQuery
 from . import schema
@@ -71,11 +71,12 @@ class SQLMetrics:
     """The shared part of the SQL backends (see the module docstring). A subclass says its
     dialect and how to get a connection; everything else is here."""
 
-    dialect: str
-    target: str
-    creates_when_empty: bool = True
+    dialect: ClassVar[str]
+    """The SQL it speaks: each backend's class says."""
+    creates_when_empty: ClassVar[bool] = True
 
-    def __init__(self) -> None:
+    def __init__(self, *, target: str) -> None:
+        self.target = target  # where the rows are, no password: what messages name
         self._checked = False
         self._check_lock = threading.Lock()
 

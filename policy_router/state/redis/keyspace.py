@@ -20,27 +20,25 @@ _Client = Any  # redis-py's clients are taken as Any (see `link.py`)
 
 
 class KeySpace:
-    """The key prefix of a `RedisStore` (mixed into it) and its whole-namespace operations."""
+    """The key prefix of a `RedisStore`'s `namespace` on `link`, and the operations on all
+    its keys at once; `local` is the store's own view in this process, reset with them."""
 
-    namespace: str
-    _link: Link
-    _local: InMemoryStore
+    __slots__ = ("_link", "_local", "index", "namespace", "space")
 
-    @property
-    def _space(self) -> str:
+    def __init__(self, namespace: str, link: Link, local: InMemoryStore) -> None:
+        self.namespace = namespace
+        self._link = link
+        self._local = local
         # On a Redis Cluster every key of a namespace carries it as a hash tag: one slot,
         # so each script's keys (a route's health, its window, the budget) live together.
-        return f"{{{self.namespace}}}" if self._link.cluster else self.namespace
+        self.space = f"{{{namespace}}}" if link.cluster else namespace
+        self.index = f"{self.space}:routes"  # the routes with a health record
 
-    def _budget_key(self, budget: str) -> str:
-        return f"{self._space}:budget:{budget}"
+    def budget_key(self, budget: str) -> str:
+        return f"{self.space}:budget:{budget}"
 
-    def _health_key(self, route: str) -> str:
-        return f"{self._space}:health:{route}"
-
-    @property
-    def _index(self) -> str:
-        return f"{self._space}:routes"
+    def health_key(self, route: str) -> str:
+        return f"{self.space}:health:{route}"
 
     def reset_health(self, route: str | None = None) -> None:
         """Forget health records, in Redis for every process sharing them.
@@ -51,15 +49,15 @@ class KeySpace:
         self._local.reset_health(route)
 
         def op(r: _Client) -> None:
-            names = [route] if route is not None else list(r.smembers(self._index))
+            names = [route] if route is not None else list(r.smembers(self.index))
             if names:
-                r.delete(*(self._health_key(n) for n in names))
-                r.srem(self._index, *names)
+                r.delete(*(self.health_key(n) for n in names))
+                r.srem(self.index, *names)
             # A provider's 429 closed a window until its Retry-After: forgotten too.
             closed = (
-                [f"{self._space}:rate:{route}:closed"]
+                [f"{self.space}:rate:{route}:closed"]
                 if route is not None
-                else list(r.scan_iter(match=f"{self._space}:rate:*:closed"))
+                else list(r.scan_iter(match=f"{self.space}:rate:*:closed"))
             )
             for key in closed:
                 r.delete(key)
@@ -74,7 +72,7 @@ class KeySpace:
         budget: a running call's reservation would be dropped too, and its settle would then
         count its cost against a reservation that no longer exists. Spending is kept.
         """
-        key = self._budget_key(budget)
+        key = self.budget_key(budget)
 
         def op(r: _Client) -> int:
             pipe = r.pipeline(transaction=True)
@@ -93,7 +91,7 @@ class KeySpace:
         For tests and for starting a budget afresh; every process sharing the namespace
         sees it at once. Reservations of calls still running are dropped too.
         """
-        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._space) + ":*"
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self.space) + ":*"
 
         def op(r: _Client) -> None:
             keys = list(r.scan_iter(match=pattern, count=500))

@@ -18,25 +18,30 @@ from .link import Link
 __all__ = ["RememberedResponses"]
 
 
-class RememberedResponses(KeySpace):
-    """The Responses-continuity part of `RedisStore` (mixed into it)."""
+class RememberedResponses:
+    """Which route made each response, under `keys` on `link`, with `local` (the store's
+    own view in this process) kept beside it."""
 
-    _link: Link
-    _local: InMemoryStore
+    __slots__ = ("_link", "_local", "_space")
 
-    def _made_write(self, response: str, route: str, on_device: bool, seconds: float) -> Any:
+    def __init__(self, keys: KeySpace, link: Link, local: InMemoryStore) -> None:
+        self._space = keys.space
+        self._link = link
+        self._local = local
+
+    def made_write(self, response: str, route: str, on_device: bool, seconds: float) -> Any:
         value = f"{int(on_device)}:{route}"
         return [("set", (f"{self._space}:made:{response}", value, max(int(seconds), 1)))]
 
     def remember_response(self, response: str, route: str, on_device: bool, seconds: float) -> None:
         self._local.remember_response(response, route, on_device, seconds)
-        self._link.write(self._made_write(response, route, on_device, seconds))
+        self._link.write(self.made_write(response, route, on_device, seconds))
 
     async def aremember_response(
         self, response: str, route: str, on_device: bool, seconds: float
     ) -> None:
         self._local.remember_response(response, route, on_device, seconds)
-        await self._link.awrite(self._made_write(response, route, on_device, seconds))
+        await self._link.awrite(self.made_write(response, route, on_device, seconds))
 
     def _decoded(self, response: str, value: Any) -> tuple[str, bool] | None:
         if isinstance(value, str) and ":" in value:

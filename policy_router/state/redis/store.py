@@ -33,11 +33,10 @@ import copy
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from ...ground.clock import Clock, MonotonicClock
-from ...ground.errors import ConfigError, StoreUnavailableError
-from ...ground.numbers import check_number
+from ...ground.errors import StoreUnavailableError
+from ...ground.handing import handed
 from ..admission import Admission, Admitting, Settlement
 from ..memory import InMemoryStore
 from ..store import Health, SpendState, StoreCall
@@ -47,10 +46,12 @@ from . import budget as budget_script
 from .health import ALL, DONE_TTL, Keys, Update, decode_all, free_probe
 from .health import arun as arun_update
 from .health import run as run_update
+from .keyspace import KeySpace
 from .limits import close_args, finish_write, take_args, windows_args
 from .limits import decode as decode_window
 from .limits import decode_all as decode_windows
-from .link import Link, address
+from .link import Link
+from .options import checked_options
 from .responses import RememberedResponses
 
 # Outcome writes: whatever their fate, the attempt no longer needs its probe.
@@ -60,7 +61,7 @@ _Client = Any  # redis-py's clients are taken as Any (see `link.py`)
 __all__ = ["RedisStore"]
 
 
-class RedisStore(RememberedResponses):
+class RedisStore:
     """Budgets and route health in Redis, shared by every router that uses the same keys.
 
     `url` takes redis-py's forms: `redis://[[user]:password@]host:port/db`, `rediss://`
@@ -107,46 +108,9 @@ class RedisStore(RememberedResponses):
         max_connections: int = 64,
         cluster: bool = False,
     ) -> None:
-        try:
-            import redis  # noqa: F401
-        except ImportError:
-            raise ConfigError(
-                "RedisStore needs redis-py: pip install 'policy-router[redis]'"
-            ) from None
-        if not isinstance(url, str) or urlsplit(url).scheme not in ("redis", "rediss", "unix"):
-            raise ConfigError(
-                "RedisStore url must start with redis://, rediss:// (TLS) or unix://, "
-                f"got {address(url) if isinstance(url, str) else type(url).__name__!r}"
-            )
-        if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
-            raise ConfigError(f"RedisStore namespace must be a non-empty string, got {namespace!r}")
-        if (
-            isinstance(max_connections, bool)
-            or not isinstance(max_connections, int)
-            or (max_connections < 1)
-        ):
-            raise ConfigError(
-                f"RedisStore max_connections must be a whole number >= 1, got {max_connections!r}"
-            )
-        for field, value in (
-            ("timeout", timeout),
-            ("retry_every", retry_every),
-            ("probe_lease", probe_lease),
-            ("keep_health", keep_health),
-        ):
-            check_number(value, f"RedisStore {field}")
-        # A bounded pool whose callers queue for a free connection: waiting for one is
-        # congestion in this process, not an outage, and a pool that refused or timed out
-        # instead would turn a burst of concurrent calls into "budget store unreachable".
-        options = {
-            "socket_timeout": timeout,
-            "socket_connect_timeout": timeout,
-            "decode_responses": True,
-            "max_connections": max_connections,
-            "timeout": None,
-        }
-        if not isinstance(cluster, bool):
-            raise ConfigError(f"RedisStore cluster must be True or False, got {cluster!r}")
+        options = checked_options(
+            url, namespace, timeout, retry_every, probe_lease, keep_health, max_connections, cluster
+        )
         self._link = Link(url, options, float(retry_every), cluster=cluster)
         self._explicit = namespace
         self.namespace = namespace or "policy_router:default"
@@ -154,7 +118,14 @@ class RedisStore(RememberedResponses):
         self._probe_lease = float(probe_lease)
         self._keep = int(keep_health)
         self._local = InMemoryStore()
+        self._keyed()
         self._recoveries = 0
+
+    def _keyed(self) -> None:
+        """Its key space and what lives in it, for its namespace and its own view."""
+        self._keys = KeySpace(self.namespace, self._link, self._local)
+        self._space = self._keys.space
+        self._responses = RememberedResponses(self._keys, self._link, self._local)
 
     def bind(self, router: str, clock: Clock, emit: Callable[[object], None]) -> RedisStore:
         """A view for one router: its namespace (unless one was given), its clock, and its
@@ -164,41 +135,51 @@ class RedisStore(RememberedResponses):
         view.namespace = self._explicit or f"policy_router:{router}"
         view._clock = clock
         view._local = InMemoryStore()
+        view._keyed()
         return view
+
+    # -- every key at once (keyspace.py), and who made each response (responses.py) -------
+    reset_health = handed("_keys", KeySpace.reset_health)
+    drop_reservations = handed("_keys", KeySpace.drop_reservations)
+    clear = handed("_keys", KeySpace.clear)
+    remember_response = handed("_responses", RememberedResponses.remember_response)
+    aremember_response = handed("_responses", RememberedResponses.aremember_response)
+    recall_response = handed("_responses", RememberedResponses.recall_response)
+    arecall_response = handed("_responses", RememberedResponses.arecall_response)
 
     # -- budget ----------------------------------------------------------------------------
     # Each operation is written once as the commands it sends; the sync method runs them on
     # the sync client, its `a`-twin awaits them on the event loop's async client. Every
     # write is one idempotent script keyed by the reservation's id (see `budget.py`).
     def reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
-        script = budget_script.reserve(self._budget_key(budget), hold, amount, cap)
+        script = budget_script.reserve(self._keys.budget_key(budget), hold, amount, cap)
         return bool(self._link.run(lambda r: r.eval(*script)))
 
     async def areserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
-        script = budget_script.reserve(self._budget_key(budget), hold, amount, cap)
+        script = budget_script.reserve(self._keys.budget_key(budget), hold, amount, cap)
         return bool(await self._link.arun(lambda r: r.eval(*script)))
 
     def settle(self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
-        self._link.write(budget_script.settle(self._budget_key(budget), hold, cost, measured, bounded))
+        self._link.write(budget_script.settle(self._keys.budget_key(budget), hold, cost, measured, bounded))
 
     async def asettle(
         self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool
     ) -> None:
-        await self._link.awrite(budget_script.settle(self._budget_key(budget), hold, cost, measured, bounded))
+        await self._link.awrite(budget_script.settle(self._keys.budget_key(budget), hold, cost, measured, bounded))
 
     def release(self, budget: str, hold: str) -> None:
-        self._link.write(budget_script.release(self._budget_key(budget), hold))
+        self._link.write(budget_script.release(self._keys.budget_key(budget), hold))
 
     async def arelease(self, budget: str, hold: str) -> None:
-        await self._link.awrite(budget_script.release(self._budget_key(budget), hold))
+        await self._link.awrite(budget_script.release(self._keys.budget_key(budget), hold))
 
     def spend_state(self, budget: str) -> SpendState:
         """The budget's state; raises StoreUnavailableError when Redis cannot be reached."""
-        script = budget_script.spend_state(self._budget_key(budget))
+        script = budget_script.spend_state(self._keys.budget_key(budget))
         return budget_script.decode(self._link.run(lambda r: r.eval(*script)))
 
     async def aspend_state(self, budget: str) -> SpendState:
-        script = budget_script.spend_state(self._budget_key(budget))
+        script = budget_script.spend_state(self._keys.budget_key(budget))
         return budget_script.decode(await self._link.arun(lambda r: r.eval(*script)))
 
     # -- one attempt's admission and settlement, one round trip each (admission.py) -------
@@ -333,12 +314,12 @@ class RedisStore(RememberedResponses):
             budget, hold, cost = call.args
             measured, bounded = call.kwargs["measured"], call.kwargs["bounded"]
             self._link.defer(
-                budget_script.settle(self._budget_key(budget), hold, cost, measured, bounded)
+                budget_script.settle(self._keys.budget_key(budget), hold, cost, measured, bounded)
             )
             return None
         if call.method == "release":
             budget, hold = call.args
-            self._link.defer(budget_script.release(self._budget_key(budget), hold))
+            self._link.defer(budget_script.release(self._keys.budget_key(budget), hold))
             return None
         if call.method == "finish":
             route, slot, tokens = call.args
@@ -351,7 +332,7 @@ class RedisStore(RememberedResponses):
             return self._conclude_later(*call.args)
         if call.method == "remember_response":
             self._local.remember_response(*call.args)
-            return self._link.defer(self._made_write(*call.args))
+            return self._link.defer(self._responses.made_write(*call.args))
         if call.method == "update_health":
             route, change = call.args
             token = call.kwargs.get("token", "")
@@ -361,7 +342,7 @@ class RedisStore(RememberedResponses):
         raise ValueError(f"RedisStore.defer: {call.method} is not a write")
 
     def all_health(self) -> dict[str, Health]:
-        args = (ALL, 1, self._index, self._health_key(""))
+        args = (ALL, 1, self._keys.index, self._keys.health_key(""))
         try:
             reply = self._link.run(lambda r: r.eval(*args))
         except StoreUnavailableError:
@@ -369,7 +350,7 @@ class RedisStore(RememberedResponses):
         return decode_all(reply, self._clock, self._probe_lease)
 
     async def aall_health(self) -> dict[str, Health]:
-        args = (ALL, 1, self._index, self._health_key(""))
+        args = (ALL, 1, self._keys.index, self._keys.health_key(""))
         try:
             reply = await self._link.arun(lambda r: r.eval(*args))
         except StoreUnavailableError:

@@ -14,9 +14,9 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from ..ground.errors import ResponseFailedError
-from ..ground.route import Route
-from ..ground.secrets import scrubbed
+from ...ground.errors import ResponseFailedError
+from ...ground.route import Route
+from ...ground.secrets import scrubbed
 
 __all__ = ["tap", "typed"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import litellm
 
-from ..ground.route import Route
+from ...ground.route import Route
 
 __all__ = ["EmptyAnswerError", "empty_answer", "first_token_error", "stall_error", "stream_cut_error"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import litellm
 
-from ..ground.errors import ConfigError
+from ...ground.errors import ConfigError
 
 __all__ = ["check_globals", "silence_banner"]
 

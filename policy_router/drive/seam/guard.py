@@ -44,9 +44,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..ground.outcome import OffDeviceConnection
-from ..ground.reach import host_of, is_loopback
-from ..ground.route import Route
+from ...ground.outcome import OffDeviceConnection
+from ...ground.reach import host_of, is_loopback
+from ...ground.route import Route
 
 __all__ = ["allowed_for", "install", "kept_proxy", "on_device", "watch_kept"]
 

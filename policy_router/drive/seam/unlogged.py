@@ -19,9 +19,9 @@ from typing import Any
 
 import litellm
 
-from ..ground.outcome import Wire, WireRefusal
-from ..ground.reach import base_variables
-from ..ground.route import Route
+from ...ground.outcome import Wire, WireRefusal
+from ...ground.reach import base_variables
+from ...ground.route import Route
 
 __all__ = ["UNLOGGED", "bases_of", "check_before"]
 

@@ -19,8 +19,8 @@ import httpx
 import litellm
 import openai
 
-from ..ground.errors import PolicyRouterError, ResponseFailedError
-from ..ground.outcome import (
+from ...ground.errors import PolicyRouterError, ResponseFailedError
+from ...ground.outcome import (
     RETRY_AFTER_CAP,
     Fault,
     FaultKind,

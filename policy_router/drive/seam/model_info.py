@@ -12,7 +12,7 @@ from typing import Any
 
 import litellm
 
-from ..ground.route import Route
+from ...ground.route import Route
 
 __all__ = ["base_model", "count_tokens", "litellm_kwargs", "model_info", "response_format_schema"]
 

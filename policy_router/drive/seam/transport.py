@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import litellm
 
-from ..core.checkpoint import Checkpoint, proxied
-from ..ground.outcome import Fault, FaultKind, StopAtWire, Wire, WireRefusal
-from ..ground.route import Route
+from ...core.checkpoint import Checkpoint, proxied
+from ...ground.outcome import Fault, FaultKind, StopAtWire, Wire, WireRefusal
+from ...ground.route import Route
 from . import guard
 from .unlogged import bases_of, check_before
 
 if TYPE_CHECKING:
-    from ..core.gate import Send
-    from ..core.plan import Plan
+    from ...core.gate import Send
+    from ...core.plan import Plan
 
 __all__ = ["NO_RETRIES", "acall", "asend", "call", "send"]
 

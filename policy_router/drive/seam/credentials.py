@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 import litellm
 
-from ..ground.outcome import Fault
-from ..ground.route import Route
+from ...ground.outcome import Fault
+from ...ground.route import Route
 from .failures import classify
 from .transport import call
 
