@@ -27,7 +27,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml constraints.txt
-	$(PIP) install --quiet -c constraints.txt -e '.[dev,langchain,notebooks,redis,otel,duckdb,postgres]'
+	$(PIP) install --quiet -c constraints.txt -e '.[dev,langchain,notebooks,redis,otel,duckdb,postgres,server]'
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "policy_router"
-PARTS = ("cli", "config", "core", "drive", "drive/seam", "endpoints", "ground", "integrations", "observe",
+PARTS = ("cli", "config", "core", "drive", "drive/seam", "endpoints", "ground", "integrations", "observe", "server",
          "policies", "state", "state/redis", "testing")
 
 

@@ -250,6 +250,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_report.add_argument(
         "--since", default="1h", help="the window: 90s, 30m, 24h, 7d, or all (default 1h)"
     )
+    p_serve = commands.add_parser(
+        "serve", help="serve CONFIG as an OpenAI-compatible API (needs the server extra)"
+    )
+    p_serve.add_argument("config", help="a policy file, with its server.keys (or POLICY_ROUTER_API_KEY set)")
+    p_serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    p_serve.add_argument("--port", type=int, default=8000, help="the port (default 8000)")
     for p in (p_check, p_diff, p_explain, p_report):
         p.add_argument("--json", action="store_true", help="machine-readable output")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -268,6 +274,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command == "demo":
             return demo()
+        if args.command == "serve":
+            from ..server import serve
+
+            print(f"policy-router: serving {args.config} on http://{args.host}:{args.port}/v1", file=sys.stderr)
+            serve(args.config, host=args.host, port=args.port)
+            return 0
         handler = {
             "check": check,
             "diff": diff_cmd,

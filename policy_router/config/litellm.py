@@ -89,6 +89,7 @@ class Loaded:
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    keys: tuple[Any, ...] = ()  # a policy file's server keys (`config.keys.ApiKey`), hashed
 
 
 def from_environment(

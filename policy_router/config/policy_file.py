@@ -36,6 +36,7 @@ from ..policies.hedge import Hedge
 from ..policies.price_table import PriceTable, _parse
 from ..policies.retry import Retry
 from . import spec
+from .keys import keys_of
 from .litellm import ENV_PREFIX, Loaded, from_environment, secret
 from .observing import learning_policies, observers_of
 from .proxy import is_proxy_config, proxy_config
@@ -341,7 +342,8 @@ def routes_and_policies(
         spec.metrics, spec.metrics_scope, spec.score, source, base,
         lambda value, where: secret(value, where, missing),
     )
-    return Loaded(routes=routes, policies=policies, missing=missing)
+    keys = keys_of(spec.server, source, missing)
+    return Loaded(routes=routes, policies=policies, missing=missing, keys=keys)
 
 
 def load(config: str | Path | Mapping[str, Any]) -> Loaded:

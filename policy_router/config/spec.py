@@ -5,6 +5,7 @@ router's arguments from it."""
 from __future__ import annotations
 
 import difflib
+import re
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -17,7 +18,12 @@ from ..policies.orderings import named
 from ..policies.retry import Retry
 from .observing import MetricsSpec, ObserversSpec
 
-__all__ = ["BreakerSpec", "BudgetSpec", "GroupSpec", "HedgeSpec", "PolicySpec", "RetrySpec", "RouteSpec", "StoreSpec"]
+__all__ = [
+    "BreakerSpec", "BudgetSpec", "GroupSpec", "HedgeSpec", "KeySpec", "PolicySpec", "RetrySpec",
+    "RouteSpec", "ServerSpec", "StoreSpec",
+]
+
+_HEX64 = re.compile(r"\A[0-9a-f]{64}\Z")
 
 _ROUTE_FIELDS = {
     "enabled",
@@ -174,6 +180,32 @@ class StoreSpec(_Strict):
     """The URL names a node of a Redis Cluster."""
 
 
+class KeySpec(_Strict):
+    key: str | None = None
+    """The key (`os.environ/NAME`: read from the environment); hashed when loaded."""
+    key_sha256: str | None = None
+    """The key's SHA-256 in hex: the file then holds no key at all."""
+    budget: BudgetSpec | None = None
+    """This key's own budget, shared by every server process on one store."""
+    rpm: int | None = Field(default=None, gt=0)
+    """The most requests this key may make in any minute, across server processes."""
+    on_device: bool = False
+    """Every request of this key is held to the on-device floor, whatever it asks."""
+
+    @model_validator(mode="after")
+    def _one_key(self) -> KeySpec:
+        if (self.key is None) == (self.key_sha256 is None):
+            raise ValueError("give exactly one of key (os.environ/NAME) and key_sha256")
+        if self.key_sha256 is not None and not _HEX64.match(self.key_sha256.lower()):
+            raise ValueError("key_sha256 must be 64 hex digits (sha256sum of the key)")
+        return self
+
+
+class ServerSpec(_Strict):
+    keys: dict[str, KeySpec] = Field(default_factory=dict)
+    """The API keys the server accepts, by a name that is safe to print."""
+
+
 class PolicySpec(_Strict):
     name: str = "default"
     """The router's name: its keys in a shared store, its metrics scope by default."""
@@ -202,3 +234,5 @@ class PolicySpec(_Strict):
     metrics_scope: str | None = Field(default=None, min_length=1)
     """The scope the router's history is written under (default: its name)."""
     score: dict[str, Any] | None = None  # Score's fields (checked by learning_policies)
+    server: ServerSpec | None = None
+    """What `policy-router serve` accepts: its API keys, each a tenant (`config.keys`)."""
