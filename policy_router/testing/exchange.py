@@ -115,6 +115,7 @@ class Exchange:
         self.stream = bool(body.get("stream"))
         self.id = f"{self.prefix}-{time.monotonic_ns()}"
         self.place: list[float] | None = None  # in the model's rate window, when limited
+        self.epoch = handler.fake.epoch  # the fake's resets when the request arrived
 
     # -- what an endpoint says -------------------------------------------------------------
     def answer(self, reply: Reply) -> dict[str, Any]:
@@ -197,7 +198,7 @@ class Exchange:
         done: bool = True,
     ) -> None:
         self.h.fake._billed(self.place, self.billed(reply))
-        self.h.fake._bill(self.model, self.billed(reply))
+        self.h.fake._bill(self.model, self.billed(reply), self.epoch)
         if self.stream:
             self._stream(
                 reply, pieces=pieces, gap=gap, cut_after=cut_after, finish=finish, failure=failure,

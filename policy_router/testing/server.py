@@ -63,6 +63,7 @@ class FakeProvider:
         self._connections = 0
         self._strays = 0  # requests received for no endpoint it serves (or not JSON)
         self._bills: dict[str, list[int]] = defaultdict(list)
+        self.epoch = 0  # counts resets: a reply to a request from before one bills nothing after
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -178,9 +179,10 @@ class FakeProvider:
                 return [t for v in self._bills.values() for t in v]
             return list(self._bills.get(_bare(model), ()))
 
-    def _bill(self, model: str, tokens: int) -> None:
+    def _bill(self, model: str, tokens: int, epoch: int) -> None:
         with self._lock:
-            self._bills[_bare(model)].append(tokens)
+            if epoch == self.epoch:  # else the request arrived before a reset: not counted
+                self._bills[_bare(model)].append(tokens)
 
     def bodies(self, model: str) -> list[dict[str, Any]]:
         """The JSON bodies received for `model`, oldest first."""
@@ -196,8 +198,11 @@ class FakeProvider:
             return response in self._made.get(_bare(model), ())
 
     def reset(self) -> None:
-        """Forget every script, count and limit."""
+        """Forget every script, count and limit. A request that arrived before the reset
+        and is still being answered (a hang, a trickle) bills nothing after it: its bill
+        is the earlier test's, and would otherwise land in a later one's count."""
         with self._lock:
+            self.epoch += 1
             self._scripts.clear()
             self._bodies.clear()
             self._limits.clear()

@@ -28,11 +28,12 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+os.environ.setdefault("BENCH_PROVIDER_KEY", "sk-bench")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import httpx
 import yaml
-from _fake import KEY, MESSAGES, fake_in_child
+from _fake import MESSAGES, fake_in_child
 
 from policy_router import Router
 
@@ -48,7 +49,8 @@ def _cpu_of(pid: int) -> float:
 
 def _policy(base: str) -> dict[str, object]:
     routes = [
-        {"model": f"openai/{n}", "api_base": base, "api_key": KEY, "capabilities": {"tools": True, "streaming": True}}
+        {"model": f"openai/{n}", "api_base": base, "api_key": "os.environ/BENCH_PROVIDER_KEY",
+         "capabilities": {"tools": True, "streaming": True}}
         for n in "abc"
     ]
     return {"name": "bench", "groups": {"g": {"routes": routes}}}
