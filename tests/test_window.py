@@ -231,3 +231,32 @@ def test_a_bad_request_about_something_else_still_stops(fake: FakeProvider) -> N
     with pytest.raises(Exception, match="temperature"):
         router.completion(model="g", messages=_prompt(20))
     assert fake.requests("b") == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_prompt_is_measured_once_for_the_budget_and_the_window(
+    fake: FakeProvider, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A budgeted call to a group whose routes' windows are known measures its prompt's
+    bound once, read by the budget and the window check alike (each measured it)."""
+    from policy_router import Budget
+    from policy_router.policies import bounds
+
+    from .conftest import prices
+
+    measured: list[int] = []
+    real = bounds.unbounded_by  # the first step of every measure of a prompt's bound
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        measured.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bounds, "unbounded_by", counting)
+    table = prices(a="1", b="1")
+    router = Router(
+        [fake_route(fake, "a", context_window=8192, prices=table), fake_route(fake, "b", context_window=4096, prices=table)],
+        budget=Budget("10"),
+    )
+    call_as(router, kind, model="g", messages=_prompt(10))
+    assert measured == [1]
+    assert fake.requests("a") == 1

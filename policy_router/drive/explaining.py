@@ -15,6 +15,7 @@ from ..policies.order import BY_WINDOWS, Order, OrderContext
 from ..policies.requirements import Requirements
 from . import window
 from .planning import Planner
+from .prompt import Prompt
 
 __all__ = ["explanation"]
 
@@ -26,7 +27,8 @@ def explanation(
     kwargs = with_messages(endpoint, messages, kwargs)
     group, candidates = planner.group(model)
     needs = planner.needs(endpoint, kwargs)
-    facts = planner.facts(endpoint, group, kwargs, explaining=True)
+    prompt = Prompt(endpoint, kwargs)  # measured once, as the live call measures it
+    facts = planner.facts(endpoint, group, kwargs, explaining=True, prompt=prompt)
     ordering, by_health = planner._ordering(group, facts, endpoint, needs)
     if by_health is not None:
         seen = planner.store.all_health()
@@ -39,7 +41,7 @@ def explanation(
         if by_windows is not None:
             ordering = lambda cs: by_windows(cs, windows)  # noqa: E731
     # The live call's window check, so that explain lists the skip the call would make.
-    sifted = window.fitted(endpoint, kwargs, sift(candidates, needs))
+    sifted = window.fitted(endpoint, kwargs, sift(candidates, needs), prompt)
     return explain(
         group, candidates, needs, ordering, planner.ledger, facts, windows,
         _notes(planner, group, candidates, facts, endpoint, needs), sifted=sifted,

@@ -22,7 +22,7 @@ same journey.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.checkpoint import Checkpoint
@@ -43,6 +43,7 @@ from ..policies.requirements import Requirements
 from ..policies.retry import Retry
 from ..state.store import FRESH, Store
 from . import calls
+from .prompt import Prompt
 from .seam import raised, transport
 
 if TYPE_CHECKING:
@@ -78,6 +79,15 @@ class Call:
     hedge: Hedge | None = None
     own_hedge: bool = False
     """Whether the call gave its own `hedge=` (else its group's applies)."""
+    prompt: Prompt | None = field(default=None, compare=False, repr=False)
+    """The call's prompt as its checks measure it, once (`drive.prompt`): made by the first
+    check that reads it; a cache, not part of what the call is."""
+
+    def measure(self) -> Prompt:
+        """The call's prompt, measured once for every check (see `prompt`)."""
+        if self.prompt is None:
+            self.prompt = Prompt(self.endpoint, self.call_kwargs)
+        return self.prompt
 
 
 def takes_lane(first: Candidate, needs: Requirements) -> bool:

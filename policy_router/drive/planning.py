@@ -50,6 +50,7 @@ from ..state.store import Store
 from . import plain, window
 from .express import Call, Lane, takes_lane
 from .facts import measured
+from .prompt import Prompt
 from .seam import settings
 
 __all__ = ["POLICY_KWARGS", "Call", "Planner"]
@@ -216,6 +217,7 @@ class Planner:
         kwargs: Mapping[str, Any],
         *,
         explaining: bool = False,
+        prompt: Prompt | None = None,
     ) -> RequestFacts | None:
         """Measure the request once, and only what a price decision needs: the token count
         orders routes (and explains), the bounds hold the budget (`facts.measured`)."""
@@ -228,6 +230,7 @@ class Planner:
             count=count,
             bounded=self.ledger is not None or group in self._counted,
             image_tokens=self.ledger.budget.image_tokens if self.ledger else 0,
+            prompt=prompt,
         )
 
     def _ordering(
@@ -343,16 +346,17 @@ class Planner:
         observer that frames requests, a store not in this process, a route skipped."""
         if call.lane is None or call.seconds or call.call_kwargs.get("stream") or call.hedge:
             return None
-        if not window.fits(call.lane.candidate, call.endpoint, call.call_kwargs, call.sifted):
+        if not window.fits(call.lane.candidate, call.endpoint, call.call_kwargs, call.sifted, call.measure()):
             return None  # a route's window cannot take the prompt: the plan says so
         return call.lane
 
     def build(self, call: Call, id: str | None = None) -> Plan:
         """The call's plan (with `id`, the request's id the express lane gave it)."""
         endpoint, group, needs, call_kwargs = call.endpoint, call.group, call.needs, call.call_kwargs
-        facts = self.facts(endpoint, group, call_kwargs)
+        prompt = call.measure()  # one measure of the prompt for the budget and the window
+        facts = self.facts(endpoint, group, call_kwargs, prompt=prompt)
         seconds, retry = call.seconds, call.retry
-        sifted = window.fitted(endpoint, call_kwargs, call.sifted)
+        sifted = window.fitted(endpoint, call_kwargs, call.sifted, prompt)
         # A request no route can serve sends nothing, and so takes no turn.
         ordering, by_health = self._ordering(
             group, facts, endpoint, needs, take=bool(sifted[0])

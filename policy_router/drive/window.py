@@ -1,6 +1,7 @@
 """The context-window rule (`policies.window`) applied to a call: the endpoint says where
 its prompt and reply caps are, the prompt's bound is measured only when a route's window
-is known, and LiteLLM's counter (`seam.tokens`) counts a prompt that may not fit."""
+is known, and LiteLLM's counter (`seam.tokens`) counts a prompt that may not fit, each
+once a request (`drive.prompt`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from typing import Any
 from ..endpoints import Endpoint
 from ..ground.records import Skip
 from ..policies import window
-from ..policies.bounds import IMAGE_TOKENS, prompt_bound
+from ..policies.bounds import IMAGE_TOKENS
 from ..policies.candidate import Candidate
-from .seam import model_info, tokens
+from .prompt import Prompt
 
 __all__ = ["fits", "fitted"]
 
@@ -21,18 +22,19 @@ def fitted(
     endpoint: Endpoint,
     kwargs: Mapping[str, Any],
     sifted: tuple[Sequence[Candidate], Sequence[Skip]],
+    prompt: Prompt | None = None,
 ) -> tuple[Sequence[Candidate], Sequence[Skip]]:
     """`sifted` with the routes the prompt or its reply cap cannot fit moved to the skips
-    (the same tuple when every route may take it); see `policies.window`."""
+    (the same tuple when every route may take it); see `policies.window`. `prompt` is the
+    request's prompt as the other checks measure it (`drive.prompt`), when they do."""
+    measured = prompt or Prompt(endpoint, kwargs)
     return window.fitted(
         sifted,
         kwargs,
         generates=endpoint.generates,
         reply_caps=endpoint.reply_caps,
-        bound=lambda: prompt_bound(
-            kwargs, IMAGE_TOKENS, texts=endpoint.prompt, schema_of=model_info.response_format_schema
-        ),
-        count=tokens.counter(endpoint.prompt, kwargs),
+        bound=lambda: measured.bound(IMAGE_TOKENS),
+        count=measured.tokens_for,
     )
 
 
@@ -41,9 +43,10 @@ def fits(
     endpoint: Endpoint,
     kwargs: Mapping[str, Any],
     sifted: tuple[Sequence[Candidate], Sequence[Skip]],
+    prompt: Prompt | None = None,
 ) -> bool:
     """Whether every route of `sifted` may take the prompt (`candidate`, the express lane's,
     with no window and no output limit known: yes at once)."""
     if candidate.window is None and candidate.most_reply is None:
         return True
-    return fitted(endpoint, kwargs, sifted) is sifted
+    return fitted(endpoint, kwargs, sifted, prompt) is sifted
