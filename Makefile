@@ -27,6 +27,8 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml constraints.txt
+	@# The docs tools' pins (pymdown-extensions 13) need 3.11.5: say so, not a resolver error.
+	$(BIN)/python -c 'import sys; assert sys.version_info >= (3, 11, 5), "make test needs Python 3.11.5+ (the dev pins); make demo runs on 3.11"'
 	$(PIP) install --quiet -c constraints.txt -e '.[dev,langchain,notebooks,redis,otel,duckdb,postgres,server]'
 	touch $@ $(VENV)/.installed
 
