@@ -164,6 +164,19 @@ def test_a_stream_cut_after_its_first_chunk_ends_in_an_error_the_sdk_raises(
     assert fake.requests() == 1
 
 
+def test_the_compatibility_script_passes_with_this_projects_sdk(
+    fake: FakeProvider, server: tuple[str, list[str]]
+) -> None:
+    """`tests/compat/openai_client.py`, the script run by hand with the 3.x SDK (which the
+    pinned frameworks cannot install here), passes every check with this project's SDK."""
+    from .compat.openai_client import check
+
+    base, _ = server
+    done = check(base, SOLO)
+    assert done[0] == f"openai {openai.__version__}" and len(done) == 7
+    assert fake.requests("embedder") == 1
+
+
 def test_curl_shaped_requests_and_the_journey_on_failure(fake: FakeProvider, server: tuple[str, list[str]]) -> None:
     """A plain HTTP client (what curl sends) gets the same; when the vendor fails, the
     request fails over and the headers and body say so."""
