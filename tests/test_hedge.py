@@ -388,3 +388,41 @@ def test_a_call_with_a_side_effect_at_the_provider_is_never_hedged(
         router.completion(model="g", messages=ASK, **kwargs)
     time.sleep(0.35)  # a sync loser ends on its worker
     assert fake.requests() == (2 if hedged else 1)
+
+
+def test_a_hedge_no_worker_began_when_the_race_was_won_is_never_sent(
+    fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every worker but one is busy: the first attempt runs on that one and its hedge waits
+    in the queue. When the first answers, its worker could take the hedge next, before the
+    caller woke to stop it, and the hedge left after the caller had its answer. Now it is
+    never sent (the fallback receives nothing, even once the workers free up), the journey
+    says so, and what it held is given back."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from policy_router.drive import workers
+
+    for _ in range(3):
+        fake.reset()
+        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="test-hedge")
+        monkeypatch.setattr(workers, "WORKERS", pool)
+        busy = threading.Event()
+        pool.submit(busy.wait, 10)  # one worker busy: the hedge waits for the other
+        fake.script("a", Hang(0.3, Reply("first", usage=(5, 3))))
+        router = Router(
+            [fake_route(fake, m, prices=prices(a="1000", b="1000")) for m in ("a", "b")],
+            budget=Budget("5.00"),
+            hedge=Hedge(after=0.05),
+        )
+        try:
+            routed = router.route(model="g", messages=ASK, max_tokens=10)
+        finally:
+            busy.set()
+        pool.shutdown(wait=True)  # whatever was still queued has run by now
+        assert routed.route.name == "openai/a"
+        assert fake.requests("a") == 1 and fake.requests("b") == 0
+        assert [a.route for a in routed.journey.attempts] == ["openai/a"]
+        skipped = [s.reason for s in routed.journey.skips if s.route == "openai/b"]
+        assert skipped == ["not sent: lost the hedge to openai/a while it waited for a free worker"]
+        spending = router.spending()
+        assert spending.in_flight == 0 and spending.reserved.micros == 0

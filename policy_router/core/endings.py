@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from ..ground.money import Usage
 from ..ground.outcome import Fault, FaultKind
+from ..ground.records import Check, Skip
 from ..state.store import Steps
 from .gate import Send
 from .outcomes import Outcomes
@@ -93,13 +94,26 @@ def settle_late(
             )
 
 
-def lost(outcomes: Outcomes, send: Send, to: Send, *, running: bool) -> Steps[None]:
+def lost(
+    outcomes: Outcomes, send: Send, to: Send, *, running: bool, sent: bool = True
+) -> Steps[None]:
     """A hedged attempt lost the race to `to`: no fault of its route (the breaker hears
     nothing; a probe it held is given back). Cancelled (`running` False), it is charged
     its reservation once it may have left, else released; still running on a sync
     worker (`running` True), it settles when it ends (`settle_late` with `health`
-    False): by its usage if it answers, else its reservation."""
+    False): by its usage if it answers, else its reservation. Begun by no worker before
+    the race was won (`sent` False), it is never sent: what it held is given back, and
+    the journey says so (a skip, not an attempt)."""
     then = f"lost the hedge to {to.route.name}"
+    if not sent:
+        yield from outcomes.release(send)
+        yield from outcomes.end_slot(send, None)
+        if outcomes.health is not None:
+            yield from outcomes.health.release(send.route.id, send.token)
+        outcomes.trail.record(Skip(
+            send.route.name, Check.SEND, f"not sent: {then} while it waited for a free worker",
+        ))
+        return
     if outcomes.latencies is not None:
         # It was at least this slow: kept, so a route's slow tail stays in the history
         # its hedge delay is read from, and the delay does not fall to the fast answers'.

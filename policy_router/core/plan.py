@@ -343,9 +343,9 @@ class Plan:
         """An abandoned call ended (see `endings.settle_late`)."""
         return endings.settle_late(self.outcomes, send, usage, fault, health=health)
 
-    def lost(self, send: Send, to: Send, *, running: bool) -> Steps[None]:
+    def lost(self, send: Send, to: Send, *, running: bool, sent: bool = True) -> Steps[None]:
         """A hedged attempt lost the race to `to` (see `endings.lost`)."""
-        return endings.lost(self.outcomes, send, to, running=running)
+        return endings.lost(self.outcomes, send, to, running=running, sent=sent)
 
     def capacity_wait(self) -> float | None:
         """Seconds to wait for capacity before asking the routes again, or None (see

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
@@ -21,7 +22,11 @@ from ..core.gate import Send
 from ..core.plan import Plan
 from ..state.store import Steps
 
-__all__ = ["arace", "race"]
+__all__ = ["Decided", "arace", "race"]
+
+
+class Decided(Exception):
+    """A worker took a hedged attempt from the queue after the race was won: not sent."""
 
 T = TypeVar("T")
 
@@ -42,10 +47,38 @@ def race(
     `abandon` is handed every attempt still running (and raises); when the caller is
     interrupted (Ctrl-C), `interrupted` is, before the interruption goes on. Returns the
     winner's result and send, or the last error (None: none) when every attempt failed."""
-    futures: dict[Future[Any], Send] = {pool.submit(run, first): first}
+    # Decided when an attempt answers, by its own worker before its future completes: the
+    # worker may take the hedge from the queue next, before the caller wakes to stop it.
+    # An attempt no worker began by then is never sent (`Decided`).
+    lock = threading.Lock()
+    decided: list[bool] = [False]
+    began: set[int] = set()
+
+    def running(send: Send) -> T:
+        with lock:
+            if decided[0]:
+                raise Decided
+            began.add(id(send))
+        result = run(send)
+        with lock:
+            decided[0] = True
+        return result
+
+    futures: dict[Future[Any], Send] = {pool.submit(running, first): first}
+
+    refused: list[Send] = []  # taken by a worker after the race was won: not sent
 
     def losers(to: Send) -> None:
+        with lock:
+            decided[0] = True
+            unsent = {id(s) for s in futures.values() if id(s) not in began}
+        for other in refused:
+            plan.run(plan.lost(other, to, running=False, sent=False))
         for other_future, other in futures.items():
+            if id(other) in unsent:  # taken from the queue now, or refused when a worker takes it
+                other_future.cancel()
+                plan.run(plan.lost(other, to, running=False, sent=False))
+                continue
             plan.run(plan.lost(other, to, running=True))
             other_future.add_done_callback(lambda f, s=other: settle_loser(s, f))  # type: ignore[misc]
 
@@ -56,7 +89,7 @@ def race(
         if not done and (deadline is None or not deadline.passed()):
             extra = plan.run(plan.hedge())
             if extra is not None:
-                futures[pool.submit(run, extra)] = extra
+                futures[pool.submit(running, extra)] = extra
         last: Exception | None = None
         while futures:
             left = None if deadline is None else max(deadline.left(), 0.0)
@@ -66,6 +99,9 @@ def race(
             for future in done:
                 send = futures.pop(future)
                 error = future.exception()
+                if isinstance(error, Decided):  # the winner's future completes next
+                    refused.append(send)
+                    continue
                 if error is None:
                     losers(send)
                     return future.result(), send
