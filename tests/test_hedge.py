@@ -426,3 +426,71 @@ def test_a_hedge_no_worker_began_when_the_race_was_won_is_never_sent(
         assert skipped == ["not sent: lost the hedge to openai/a while it waited for a free worker"]
         spending = router.spending()
         assert spending.in_flight == 0 and spending.reserved.micros == 0
+
+
+@pytest.mark.parametrize("ending", ["deadline", "ctrl-c"])
+def test_a_hedge_refused_after_the_race_was_won_is_given_back_at_the_deadline_or_ctrl_c(
+    fake: FakeProvider, monkeypatch: pytest.MonkeyPatch, ending: str
+) -> None:
+    """The first attempt has answered and its hedge was refused by the worker that took it
+    (never sent), but the answer's own future has not completed yet when the deadline
+    passes, or the caller presses Ctrl-C. The refused hedge is still given back: the journey
+    says it was not sent, and once the first attempt settles nothing is reserved or in
+    flight (it used to keep its reservation and slot for ever, missing from the journey)."""
+    import _thread
+    from concurrent.futures import ThreadPoolExecutor
+
+    from policy_router import DeadlineExceededError
+    from policy_router.drive import hedged, workers
+
+    class SlowToComplete(ThreadPoolExecutor):
+        """Two workers, one kept busy until the first attempt answers; the answer's future
+        completes only after the deadline passed or the caller was interrupted (a worker
+        thread descheduled between its call returning and its future completing)."""
+
+        def __init__(self) -> None:
+            super().__init__(max_workers=2, thread_name_prefix="test-refused")
+            self.busy, self.refused = threading.Event(), threading.Event()
+            self.past_deadline = 0.0
+            super().submit(self.busy.wait, 10)
+
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            def watched() -> Any:
+                try:
+                    result = fn(*args, **kwargs)
+                except hedged.Decided:
+                    self.refused.set()
+                    raise
+                self.busy.set()  # the other worker frees up and takes the queued hedge
+                self.refused.wait(5)
+                if ending == "ctrl-c":
+                    _thread.interrupt_main()
+                    time.sleep(0.5)  # the caller has been interrupted
+                else:
+                    time.sleep(max(0.0, self.past_deadline - time.monotonic()))
+                return result
+
+            return super().submit(watched)
+
+    pool = SlowToComplete()
+    monkeypatch.setattr(workers, "WORKERS", pool)
+    fake.script("a", Hang(0.3, Reply("first", usage=(5, 3))))
+    router = Router(
+        [fake_route(fake, m, prices=prices(a="1000", b="1000")) for m in ("a", "b")],
+        budget=Budget("5.00"),
+        hedge=Hedge(after=0.05),
+    )
+    expected = DeadlineExceededError if ending == "deadline" else KeyboardInterrupt
+    deadline = 3.0 if ending == "deadline" else 30.0  # room for the answer on a busy machine
+    pool.past_deadline = time.monotonic() + deadline + 0.3
+    with pytest.raises(expected) as caught:
+        router.route(model="g", messages=ASK, max_tokens=10, deadline=deadline)
+    pool.shutdown(wait=True)  # the first attempt's future has completed and settled
+    assert pool.refused.is_set(), str(getattr(caught.value, "journey", ""))
+    assert fake.requests("a") == 1 and fake.requests("b") == 0
+    spending = router.spending()
+    assert spending.in_flight == 0 and spending.reserved.micros == 0
+    assert spending.calls == 1 and spending.spent.micros == 8 * 1000  # the answer, by its usage
+    if ending == "deadline":
+        skipped = [s.reason for s in caught.value.journey.skips if s.route == "openai/b"]
+        assert skipped == ["not sent: lost the hedge to openai/a while it waited for a free worker"]

@@ -26,7 +26,12 @@ __all__ = ["Decided", "arace", "race"]
 
 
 class Decided(Exception):
-    """A worker took a hedged attempt from the queue after the race was won: not sent."""
+    """A worker took a hedged attempt from the queue after the race was won by `winner`:
+    not sent."""
+
+    def __init__(self, winner: Send) -> None:
+        super().__init__(f"the race was won by {winner.route.name}")
+        self.winner = winner
 
 T = TypeVar("T")
 
@@ -51,29 +56,39 @@ def race(
     # worker may take the hedge from the queue next, before the caller wakes to stop it.
     # An attempt no worker began by then is never sent (`Decided`).
     lock = threading.Lock()
-    decided: list[bool] = [False]
+    decided: list[Send | None] = [None]  # the winner, once there is one
     began: set[int] = set()
 
     def running(send: Send) -> T:
         with lock:
-            if decided[0]:
-                raise Decided
+            if decided[0] is not None:
+                raise Decided(decided[0])
             began.add(id(send))
         result = run(send)
         with lock:
-            decided[0] = True
+            decided[0] = decided[0] or send
         return result
 
     futures: dict[Future[Any], Send] = {pool.submit(running, first): first}
 
     refused: list[Send] = []  # taken by a worker after the race was won: not sent
 
+    def give_back_refused(*, bounded: bool = True) -> None:
+        # Every refused attempt is told once, whichever way the race ends: won, abandoned
+        # at the deadline while the winner's future was completing, or interrupted.
+        for future, send in list(futures.items()):
+            if future.done() and isinstance(future.exception(), Decided):
+                del futures[future]
+                refused.append(send)
+        for other in refused:
+            plan.run(plan.lost(other, decided[0] or other, running=False, sent=False), bounded=bounded)
+        refused.clear()
+
     def losers(to: Send) -> None:
         with lock:
-            decided[0] = True
+            decided[0] = decided[0] or to
             unsent = {id(s) for s in futures.values() if id(s) not in began}
-        for other in refused:
-            plan.run(plan.lost(other, to, running=False, sent=False))
+        give_back_refused()
         for other_future, other in futures.items():
             if id(other) in unsent:  # taken from the queue now, or refused when a worker takes it
                 other_future.cancel()
@@ -95,6 +110,7 @@ def race(
             left = None if deadline is None else max(deadline.left(), 0.0)
             done, _ = wait(futures, timeout=left, return_when=FIRST_COMPLETED)
             if not done:
+                give_back_refused(bounded=False)
                 abandon(futures)  # the deadline passed with every attempt still running
             for future in done:
                 send = futures.pop(future)
@@ -112,6 +128,7 @@ def race(
         return last
     except BaseException as stop:
         if not isinstance(stop, Exception):  # Ctrl-C: every attempt out settles when it ends
+            give_back_refused(bounded=False)
             interrupted(futures)
         raise
 

@@ -176,6 +176,9 @@ def _settle_late(
     if isinstance(error, NotStarted):
         _not_sent(plan, send)
         return
+    if isinstance(error, hedged.Decided):  # taken as the caller left, after the race was won
+        plan.run(plan.lost(send, error.winner, running=False, sent=False), bounded=False)
+        return
     if error is not None:
         fault = failures.classify(error, send.wire) or cut(send)
         plan.run(plan.settle_late(send, None, fault, health=health), bounded=False)
