@@ -23,6 +23,7 @@ from policy_router import (
     Retry,
     Router,
 )
+from policy_router.config.spec import RetrySpec
 from policy_router.core.journey import Attempt
 from policy_router.ground.records import Skip
 from policy_router.policies.breaker import RestOpened
@@ -109,7 +110,8 @@ def test_retry_sends_exactly_attempts_requests_then_falls_through(fake: FakeProv
 
 def test_retry_honours_retry_after_and_never_retries_a_bad_request(fake: FakeProvider) -> None:
     """A 429 with Retry-After: 1 on the only route is retried after a second; with another
-    route left, that route is asked at once; a 400 is not retried at all."""
+    route left and no wait asked for (`rate_limited_wait=0`), that route is asked at once; a
+    400 is not retried at all."""
     fake.script("a", Fail(429, retry_after=1), Reply("second time"))
     alone = Router([fake_route(fake, "a", retry=Retry(attempts=2))], breaker=None)
     started = time.monotonic()
@@ -117,7 +119,9 @@ def test_retry_honours_retry_after_and_never_retries_a_bad_request(fake: FakePro
     assert time.monotonic() - started >= 1.0
     assert routed.route.name == "openai/a" and routed.journey.attempts[1].wait == 1.0
     fake.script("a", Fail(429, retry_after=1))
-    router = Router([fake_route(fake, "a", retry=Retry(attempts=2)), fake_route(fake, "b")])
+    router = Router([
+        fake_route(fake, "a", retry=Retry(attempts=2, rate_limited_wait=0)), fake_route(fake, "b"),
+    ])
     started = time.monotonic()
     routed = router.route(model="g", messages=MESSAGES)
     assert routed.route.name == "openai/b" and time.monotonic() - started < 1.0
@@ -458,6 +462,30 @@ def test_a_short_retry_after_is_waited_out_on_the_preferred_route_when_asked(
         assert routed.route.name == expected, (wait, routed.journey)
         if expected == "openai/a":
             assert routed.journey.attempts[1].wait == 0.3 and fake.requests("b") == 0
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_by_default_a_retry_waits_out_a_short_retry_after_and_not_a_long_one(
+    fake: FakeProvider, driver: str
+) -> None:
+    """`Retry(attempts=2)` with nothing else set, as in a policy file's `retry:`: a 429
+    naming a short Retry-After is waited out on the preferred route (the fallback never
+    asked); one naming 30 s, or none, moves on to the fallback at once."""
+    assert RetrySpec().made() == Retry()
+    for said, expected in (
+        (Fail(429, retry_after=0.3), "openai/a"),
+        (Fail(429, retry_after=30), "openai/b"),
+        (Fail(429), "openai/b"),
+    ):
+        fake.reset()
+        fake.script("a", said, Reply("after the wait"))
+        router = Router([fake_route(fake, "a", retry=Retry(attempts=2)), fake_route(fake, "b")])
+        routed = open_request(router, driver)
+        assert routed.route.name == expected, (said, routed.journey)
+        if expected == "openai/a":
+            assert routed.journey.attempts[1].wait == 0.3 and fake.requests("b") == 0
+        else:  # nothing waited: the fallback asked as soon as the 429 came
+            assert fake.requests("a") == 1 and [a.wait for a in routed.journey.attempts] == [0, 0]
 
 
 @pytest.mark.parametrize("verdict", [True, False])

@@ -60,8 +60,9 @@ class RetrySpec(_Strict):
     """The faults retried (`[server_error, timeout, ...]`); absent: all but timeouts."""
     routes: Literal["all", "first"] = "all"
     """`first`: only the first route the request was sent to is retried."""
-    rate_limited_wait: float = 0.0
-    """The longest Retry-After a 429 may name and still be waited out on its route."""
+    rate_limited_wait: float = 5.0
+    """The longest Retry-After a 429 may name and still be waited out on its route (0: the
+    next route is asked at once)."""
 
     def made(self) -> Retry:
         given = self.model_dump(exclude_none=True)

@@ -4,12 +4,14 @@ Only faults about the provider are retried (5xx, connection errors, 429s, a stre
 before its first chunk); a refusal, a bad request or a wrong key never is. A timeout is
 not retried unless asked (`Retry(on=...)` naming it): a route that did not answer in time
 is more often slow than unlucky, and the next route may answer at once, so a timed-out
-attempt moves on. A 429 moves on to the next route at once while one is left (the provider
-said "not now", and another may answer now); with none left it is retried after its
-Retry-After when that is no longer than `max_backoff`. Where the preferred route is worth
-a short wait, `Retry(rate_limited_wait=5)` waits out a Retry-After of up to 5 seconds (and
-no longer than `max_backoff`) on the same route, as a 5xx's backoff is, before any other
-route is asked; a longer one, or a 429 that names no wait, still moves on at once. `attempts` is the *total*: `Retry(attempts=2)` sends at most two
+attempt moves on. A 429 naming a short Retry-After (up to `rate_limited_wait`, 5 seconds by
+default, and no longer than `max_backoff`) is waited out on the same route, as a 5xx's
+backoff is, before any other route is asked: the provider said when to come back, and the
+route you preferred (the cheapest, in a price ordering) answers then. A longer Retry-After,
+or a 429 that names no wait, moves on to the next route at once while one is left; with
+none left it is retried after its Retry-After when that is no longer than `max_backoff`.
+`Retry(rate_limited_wait=0)` asks the next route at once on every 429 (the answer sooner,
+from another route). `attempts` is the *total*: `Retry(attempts=2)` sends at most two
 requests to a route. A wait that would pass the deadline is not taken: the next route is
 asked, or, with none left, the call ends with the deadline's error.
 
@@ -83,8 +85,8 @@ class Retry:
         decide: Your own decision in place of `on`: called with a `RetryContext`, it
             returns exactly `True` or `False`.
         rate_limited_wait: The longest Retry-After a 429 may name and still be waited out
-            on the same route while other routes are queued (0: the next route is asked
-            at once).
+            on the same route while other routes are queued (default 5 s; 0: the next
+            route is asked at once).
 
     Raises:
         ConfigError: a field is wrong, or `on` names a fault that is not about the provider.
@@ -97,7 +99,7 @@ class Retry:
     on: Iterable[FaultKind | str] | FaultKind | str = field(default=RETRIED)
     routes: str = "all"
     decide: Callable[[RetryContext], bool] | None = None
-    rate_limited_wait: float = 0.0
+    rate_limited_wait: float = 5.0
 
     def __post_init__(self) -> None:
         if (

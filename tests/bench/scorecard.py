@@ -13,8 +13,8 @@ configurations it scores:
   group, primary then fallback, `Route(timeout=30)`, `Retry(attempts=3, backoff=0.5)` (up to
   two retries), `deadline=` the scenario's `max_wall_s` (what the runner hands an adapter);
 - **profile**: the README's failover profile: the baseline plus a first-token limit of 10 s,
-  a stall limit of 5 s, `Retry(rate_limited_wait=5)`, a hedge, and a cut stream restarted on
-  the next route.
+  a stall limit of 5 s, a hedge, and a cut stream restarted on the next route (both wait out
+  a Retry-After of up to 5 s on the preferred route: `Retry`'s default).
 
 A full run of both takes about ten minutes (the scenarios' own timings: a 120 s silence, a
 60 s outage sampled every 4 s, ...). It prints each scenario's verdict and the two rows.
@@ -74,7 +74,7 @@ def _adapter_class() -> type:
                           **limits)
                     for model in (primary, fallback) if model
                 ]
-                retry = Retry(attempts=3, backoff=0.5, rate_limited_wait=5 if profile else 0)
+                retry = Retry(attempts=3, backoff=0.5)  # a Retry-After up to 5 s waited out
                 # A restarted stream starts again from scratch: the caller throws away what
                 # it showed (the profile's `on_restart`), as the README's `discard` does.
                 extra: dict[str, Any] = (
