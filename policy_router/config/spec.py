@@ -25,23 +25,6 @@ __all__ = [
 
 _HEX64 = re.compile(r"\A[0-9a-f]{64}\Z")
 
-_ROUTE_FIELDS = {
-    "enabled",
-    "id",
-    "model",
-    "name",
-    "reach",
-    "capabilities",
-    "prices",
-    "retry",
-    "output_limit",
-    "context_window",
-    "first_token_timeout",
-    "stall_timeout",
-    "rpm",
-    "tpm",
-}
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
@@ -102,11 +85,12 @@ class RouteSpec(BaseModel):
     @model_validator(mode="after")
     def _known_kwargs(self) -> RouteSpec:
         known = model_info.litellm_kwargs()
+        own = list(type(self).model_fields)  # the route's own keys: this class's fields
         for key in self.model_extra or {}:
             if key not in known:
-                close = difflib.get_close_matches(key, [*_ROUTE_FIELDS, *known], n=1, cutoff=0.75)
+                close = difflib.get_close_matches(key, [*own, *known], n=1, cutoff=0.75)
                 raise ValueError(
-                    f"{key!r} is neither a route field ({', '.join(sorted(_ROUTE_FIELDS))}) "
+                    f"{key!r} is neither a route field ({', '.join(sorted(own))}) "
                     "nor a LiteLLM argument" + (f"; did you mean {close[0]!r}?" if close else "")
                 )
         return self

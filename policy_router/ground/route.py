@@ -78,29 +78,6 @@ class Route:
             that is not a positive whole number); the message names the field.
     """
 
-    __slots__ = (
-        "_capabilities",
-        "_kwargs",
-        "_secrets",
-        "context_window",
-        "enabled",
-        "first_token_timeout",
-        "group",
-        "id",
-        "id_declared",
-        "model",
-        "name",
-        "output_limit",
-        "prices",
-        "reach",
-        "reach_declared",
-        "reach_reason",
-        "retry",
-        "rpm",
-        "stall_timeout",
-        "tpm",
-    )
-
     model: str
     group: str
     id: str
@@ -121,6 +98,8 @@ class Route:
     _kwargs: MappingProxyType[str, Any]
     _capabilities: Mapping[Capability, bool]
     _secrets: tuple[str, ...]
+    # The annotations above are the route's one list of what it keeps: its slots too.
+    __slots__ = tuple(__annotations__)
 
     def __init__(
         self,
@@ -205,6 +184,14 @@ class Route:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Route is immutable; build a new one instead of setting {name}")
 
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        # A copy, a deep copy or a pickle of a route is rebuilt from what it keeps, its
+        # read-only views as plain dicts: `copy.deepcopy` of any record holding a route
+        # (`dataclasses.asdict` of a `Routed`) raised "Route is immutable".
+        kept = {name: getattr(self, name) for name in Route.__slots__}
+        kept["_kwargs"], kept["_capabilities"] = dict(self._kwargs), dict(self._capabilities)
+        return _restored, (kept,)
+
     @property
     def provider(self) -> str:
         """The provider prefix of the model string (`openai` in `openai/gpt-4o-mini`), or ''."""
@@ -275,6 +262,16 @@ class Route:
             parts.append("enabled=False")
         parts.extend(f"{k}={v!r}" for k, v in shown.items())
         return f"Route({', '.join(parts)})"
+
+
+def _restored(kept: dict[str, Any]) -> Route:
+    """A route as `Route.__reduce__` kept it."""
+    route = object.__new__(Route)
+    for name, value in kept.items():
+        object.__setattr__(route, name, value)
+    object.__setattr__(route, "_kwargs", MappingProxyType(kept["_kwargs"]))
+    object.__setattr__(route, "_capabilities", MappingProxyType(kept["_capabilities"]))
+    return route
 
 
 def _redact_value(value: Any, secrets: tuple[str, ...]) -> Any:
