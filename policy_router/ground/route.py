@@ -185,12 +185,16 @@ class Route:
         raise AttributeError(f"Route is immutable; build a new one instead of setting {name}")
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
-        # A copy, a deep copy or a pickle of a route is rebuilt from what it keeps, its
-        # read-only views as plain dicts: `copy.deepcopy` of any record holding a route
-        # (`dataclasses.asdict` of a `Routed`) raised "Route is immutable".
+        # A copy, a deep copy or a pickle of a route is rebuilt from what it keeps:
+        # `copy.deepcopy` of any record holding a route (`dataclasses.asdict` of a
+        # `Routed`) raised "Route is immutable".
+        return _restored, (self._kept(),)
+
+    def _kept(self) -> dict[str, Any]:
+        """What the route keeps, its read-only views as plain dicts (see `_restored`)."""
         kept = {name: getattr(self, name) for name in Route.__slots__}
         kept["_kwargs"], kept["_capabilities"] = dict(self._kwargs), dict(self._capabilities)
-        return _restored, (kept,)
+        return kept
 
     @property
     def provider(self) -> str:
@@ -220,29 +224,12 @@ class Route:
         """The same route under another name (its identity unchanged)."""
         return self._with(name, self.id)
 
-    def _with(self, name: str, id: str | None) -> Route:
-        made = Route(
-            self.model,
-            group=self.group,
-            name=name,
-            id=id,
-            reach=self.reach if self.reach_declared else None,
-            capabilities={c.value: v for c, v in self._capabilities.items()},
-            prices=self.prices,
-            retry=self.retry,
-            output_limit=self.output_limit,
-            context_window=self.context_window,
-            first_token_timeout=self.first_token_timeout,
-            stall_timeout=self.stall_timeout,
-            rpm=self.rpm,
-            tpm=self.tpm,
-            secrets=self._secrets,
-            enabled=self.enabled,
-            **self._kwargs,
-        )
-        if id is not None and not self.id_declared:
-            object.__setattr__(made, "id_declared", False)  # a suffixed default stays default
-        return made
+    def _with(self, name: str, id: str) -> Route:
+        # Everything else as it is: a declared id stays declared, a suffixed default id
+        # stays a default, the reach as it was decided.
+        kept = self._kept()
+        kept["name"], kept["id"] = name, id
+        return _restored(kept)
 
     def __repr__(self) -> str:
         shown = {
@@ -265,7 +252,7 @@ class Route:
 
 
 def _restored(kept: dict[str, Any]) -> Route:
-    """A route as `Route.__reduce__` kept it."""
+    """A route made of what another kept (`Route._kept`), without checking it again."""
     route = object.__new__(Route)
     for name, value in kept.items():
         object.__setattr__(route, name, value)
