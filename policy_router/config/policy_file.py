@@ -40,7 +40,7 @@ from .keys import keys_of
 from .litellm import ENV_PREFIX, Loaded, from_environment, secret
 from .observing import learning_policies, observers_of
 from .proxy import is_proxy_config, proxy_config
-from .spec import BreakerSpec, PolicySpec
+from .spec import BreakerSpec, PolicySpec, RouteSpec
 
 __all__ = ["Loaded", "load", "routes_and_policies"]
 
@@ -62,6 +62,10 @@ def _is_tag(part: int | str) -> bool:
         or part in _SPEC_NAMES
     )
 
+
+_NOT_AS_WRITTEN = frozenset({"model", "prices", "retry"})
+"""A policy file's route keys that do not reach `Route` as written: the model goes first,
+the prices and the retry are read into objects."""
 
 _SPEC_NAMES = frozenset(
     name for name, value in vars(spec).items()
@@ -264,24 +268,17 @@ def routes_and_policies(
             elif r.prices is not None:
                 prices = _table(r.prices, base, f"{where}.prices")
             try:
+                # The route's own keys are Route's own arguments (a test holds the two
+                # lists together): each passed as written, but those read here.
+                own = {f: getattr(r, f) for f in RouteSpec.model_fields if f not in _NOT_AS_WRITTEN}
                 routes.append(
                     Route(
                         r.model,
                         group=group,
-                        name=r.name,
-                        id=r.id,
-                        reach=r.reach,
-                        capabilities=r.capabilities,
                         prices=prices,
                         retry=r.retry.made() if r.retry else None,
-                        output_limit=r.output_limit,
-                        context_window=r.context_window,
-                        first_token_timeout=r.first_token_timeout,
-                        stall_timeout=r.stall_timeout,
-                        rpm=r.rpm,
-                        tpm=r.tpm,
-                        enabled=r.enabled,
                         secrets=read,
+                        **own,
                         **{k: v for k, v in extra.items() if v is not None},
                     )
                 )
