@@ -168,7 +168,7 @@ def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assem
     ):
         given, store, emit = previous.given_store, previous.store, previous.emit
     else:
-        emit = router_emit(history, [*observers, *([recorder] if recorder else [])])
+        emit = router_emit(history.keeper(), [*observers, *([recorder] if recorder else [])])
         given = a["store"] if a["store"] is not None else (
             previous.given_store if same_place and previous else InMemoryStore()
         )

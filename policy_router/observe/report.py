@@ -16,7 +16,7 @@ import math
 import re
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -254,14 +254,16 @@ def read(path: str | Path, since: float | None = None, *, now: float | None = No
 
 class History:
     """A router's recent attempts and skips, kept in memory for `router.report()`: the last
-    `size` of them (an observer the router installs itself; thread-safe)."""
+    `size` of them, each with the time it was told (the router's own `emit` keeps them
+    through `keeper`; thread-safe)."""
 
     def __init__(self, size: int = HISTORY) -> None:
         self._records: deque[tuple[float, Attempt | Skip]] = deque(maxlen=size)
 
-    def __call__(self, record: object) -> None:
-        if isinstance(record, (Attempt, Skip)):  # a tuple: a union is built at every call
-            self._records.append((time.time(), record))
+    def keeper(self) -> Callable[[tuple[float, Attempt | Skip]], None]:
+        """What keeps one `(time.time(), record)` here: the deque's own append, for the
+        router's `emit` (`observers.router_emit`) to call with no Python frame between."""
+        return self._records.append
 
     def report(self, since: float | None = None) -> Report:
         # One C call under the GIL: a consistent snapshot while other threads append, with

@@ -136,30 +136,19 @@ def call(
     `timeout`, when given, caps the call's own (see `_kwargs`). `request_id` and `attempt`
     label the call for LiteLLM's callbacks.
     """
-    merged, floor = _prepared(function, route, kwargs, group, timeout, request_id, attempt, wire)
+    merged = _kwargs(route, kwargs, group, timeout, request_id, attempt, wire)
+    floor = wire is not None and wire.judge is not None and _judged(function, route, merged, wire)
     if floor:
         with guard.on_device(guard.allowed_for(route)):
             return _called(function, merged)
     return _called(function, merged)
 
 
-def _prepared(
-    function: str,
-    route: Route,
-    kwargs: Mapping[str, Any],
-    group: str,
-    timeout: float | None,
-    request_id: str,
-    attempt: int,
-    wire: Wire | None,
-) -> tuple[dict[str, Any], bool]:
-    """What LiteLLM is to get, checked as far as it can be before the call (a call LiteLLM
-    does not log, an on-device attempt's proxies), and whether the floor's guard holds it."""
-    merged = _kwargs(route, kwargs, group, timeout, request_id, attempt, wire)
-    if wire is None or wire.judge is None:
-        return merged, False
+def _judged(function: str, route: Route, merged: Mapping[str, Any], wire: Wire) -> bool:
+    """A judged attempt checked as far as it can be before the call (a call LiteLLM does
+    not log, an on-device attempt's proxies), and whether the floor's guard holds it."""
     check_before(function, route, merged, wire)
-    return merged, _on_device(wire, route, merged)
+    return _on_device(wire, route, merged)
 
 
 def _called(function: str, merged: dict[str, Any]) -> Any:
@@ -196,7 +185,7 @@ def _on_device(wire: Wire, route: Route, merged: Mapping[str, Any]) -> bool:
     return True
 
 
-async def acall(
+def acall(
     function: str,
     route: Route,
     kwargs: Mapping[str, Any],
@@ -206,18 +195,25 @@ async def acall(
     request_id: str = "",
     attempt: int = 0,
     wire: Wire | None = None,
-) -> Any:
-    """The async twin of `call`: LiteLLM's async `function` (`acompletion`, ...) awaited."""
-    merged, floor = _prepared(function, route, kwargs, group, timeout, request_id, attempt, wire)
-    if floor:
-        # The guard holds in this task, and in the tasks LiteLLM starts from it.
-        with guard.on_device(guard.allowed_for(route)):
-            return await _acalled(function, merged)
-    return await _acalled(function, merged)
+) -> Awaitable[Any]:
+    """The async twin of `call`: LiteLLM's async `function` (`acompletion`, ...), to await.
+
+    Its kwargs are made and checked now (a bad one raises here, as `call`'s does). Without
+    a checkpoint nothing can stop the request at the wire, so this is LiteLLM's own
+    coroutine: no frame of ours between the caller and LiteLLM while it runs."""
+    merged = _kwargs(route, kwargs, group, timeout, request_id, attempt, wire)
+    if wire is None or wire.judge is None:
+        return getattr(litellm, function)(**merged)  # type: ignore[no-any-return]
+    return _ajudged(function, route, merged, _judged(function, route, merged, wire))
 
 
-async def _acalled(function: str, merged: dict[str, Any]) -> Any:
+async def _ajudged(function: str, route: Route, merged: dict[str, Any], floor: bool) -> Any:
+    """LiteLLM's call under a checkpoint: its refusal at the wire raised as `WireRefusal`,
+    and under the floor with the guard held in this task and the tasks LiteLLM starts."""
     try:
+        if floor:
+            with guard.on_device(guard.allowed_for(route)):
+                return await getattr(litellm, function)(**merged)
         return await getattr(litellm, function)(**merged)
     except StopAtWire as stop:
         raise WireRefusal(stop.fault) from None
@@ -239,7 +235,7 @@ def send(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> An
 
 
 def asend(function: str, kwargs: Mapping[str, Any], plan: Plan, sent: Send) -> Awaitable[Any]:
-    """The async twin of `send`: `acall`'s coroutine, to await (no frame of its own)."""
+    """The async twin of `send`: what `acall` returns, to await (no frame of its own)."""
     return acall(
         function,
         sent.route,
