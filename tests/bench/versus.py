@@ -1,15 +1,19 @@
 """The router's own CPU per call, this checkout against a git revision, in one process.
 
-Run: `.venv/bin/python tests/bench/versus.py REV [rounds] [calls]` (REV defaults to HEAD).
+Run: `.venv/bin/python tests/bench/versus.py REV [calls]` (REV defaults to HEAD).
 
-Two runs of `overhead.py` on this shared 2-core machine differ by tens of percent, and
-`cold.py` run alone reads the same code 60 µs one time and 100 µs the next (the heap's
-layout moves with everything the process did before): too much noise to see a change of
-10 µs. Here the package at REV is taken out of git (`git archive`) into a temporary folder
-and imported beside this checkout's under another name (`pr_rev`: the package imports
-itself relatively), so both routers, and plain LiteLLM, are timed in the same process,
-around real calls to one FakeProvider, batch for batch, the first of each round rotating.
-The figure to read is the per-round difference; both absolute columns drift together.
+Two runs of `overhead.py` on this shared 2-core machine differ by tens of percent: too
+much noise to see a change of a few µs. Here the package at REV is taken out of git
+(`git archive`) and this checkout's package copied as it is (uncommitted changes
+included), both imported under other names (`pr_rev`, `pr_now`: the package imports
+itself relatively), and the common call (3 routes, the default breaker) is timed around
+real calls to one FakeProvider, plain LiteLLM, REV and this checkout taking turns call by
+call (the order reversed every other turn), on the event loop's thread's own CPU clock,
+less the thread's CPU inside `litellm.acompletion`.
+
+The package imported second reads a few µs cheaper, for where it lies in memory, whatever
+its code: so the comparison runs twice, in two processes, each version imported first
+once. The change is the mean of the two runs' differences; half their gap is that bias.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import asyncio
 import gc
 import importlib
 import io
+import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,25 +43,34 @@ import litellm
 from _fake import KEY, MESSAGES, fake_in_child
 from loguru import logger
 
-import policy_router
+ROOT = Path(__file__).resolve().parent.parent.parent
+INSIDE = [0]
 
-INSIDE = [0.0]
+
+def _import(name: str, into: Path) -> Any:
+    sys.path.insert(0, str(into))
+    package = importlib.import_module(name)
+    logger.disable(name)  # as the package disables its own name on import
+    return package
 
 
-def _package_at(rev: str, into: Path) -> Any:
+def _at(rev: str, into: Path) -> Any:
     """The `policy_router` package as it was at `rev`, imported as `pr_rev`."""
-    root = Path(policy_router.__file__).resolve().parent.parent
     archive = subprocess.run(
-        ["git", "-C", str(root), "archive", rev, "policy_router"],
+        ["git", "-C", str(ROOT), "archive", rev, "policy_router"],
         check=True, capture_output=True,
     ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
     (into / "policy_router").rename(into / "pr_rev")
-    sys.path.insert(0, str(into))
-    package = importlib.import_module("pr_rev")
-    logger.disable("pr_rev")  # as the package disables its own name on import
-    return package
+    return _import("pr_rev", into)
+
+
+def _checkout(into: Path) -> Any:
+    """This checkout's `policy_router` package as it is, imported as `pr_now`."""
+    skipped = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "policy_router", into / "pr_now", ignore=skipped)
+    return _import("pr_now", into)
 
 
 def _router(package: Any, base: str) -> Any:
@@ -74,62 +89,85 @@ def _router(package: Any, base: str) -> Any:
         )
         for n in "abc"
     ]
-    return package.Router(routes, breaker=package.Breaker())
+    return package.Router(routes)
 
 
-async def _measure(fn: Callable[[], Awaitable[Any]], calls: int) -> float:
-    INSIDE[0] = 0.0
-    started = time.process_time()
-    for _ in range(calls):
-        await fn()
-    return (time.process_time() - started - INSIDE[0]) / calls
+async def _once(fn: Callable[[], Awaitable[Any]]) -> int:
+    """One call's CPU on this thread outside `litellm.acompletion`, in ns."""
+    INSIDE[0] = 0
+    started = time.thread_time_ns()
+    await fn()
+    return time.thread_time_ns() - started - INSIDE[0]
 
 
-async def main(rev: str, rounds: int, calls: int) -> None:
+async def _child(rev: str, calls: int, first: str) -> dict[str, float]:
     original = litellm.acompletion
 
     async def timed(*args: Any, **kwargs: Any) -> Any:
-        started = time.process_time()
+        started = time.thread_time_ns()
         try:
             return await original(*args, **kwargs)
         finally:
-            INSIDE[0] += time.process_time() - started
+            INSIDE[0] += time.thread_time_ns() - started
 
     litellm.acompletion = timed
     with tempfile.TemporaryDirectory() as folder, fake_in_child() as base:
-        then, now = _router(_package_at(rev, Path(folder)), base), _router(policy_router, base)
+        a, b = Path(folder) / "a", Path(folder) / "b"
+        a.mkdir()
+        b.mkdir()
+        if first == "rev":
+            then = _router(_at(rev, a), base)
+            now = _router(_checkout(b), base)
+        else:
+            now = _router(_checkout(a), base)
+            then = _router(_at(rev, b), base)
         plain = {"api_base": base, "api_key": KEY, "num_retries": 0, "max_retries": 0}
         variants: dict[str, Callable[[], Awaitable[Any]]] = {
-            "plain litellm.acompletion": lambda: litellm.acompletion(
-                model="openai/a", messages=MESSAGES, **plain
-            ),
-            f"router at {rev}": lambda: then.acompletion(model="g", messages=MESSAGES),
-            "router in this checkout": lambda: now.acompletion(model="g", messages=MESSAGES),
+            "plain": lambda: litellm.acompletion(model="openai/a", messages=MESSAGES, **plain),
+            "rev": lambda: then.acompletion(model="g", messages=MESSAGES),
+            "now": lambda: now.acompletion(model="g", messages=MESSAGES),
         }
-        for fn in variants.values():
-            await _measure(fn, 30)  # clients, caches, the lane's first full reading
-        samples: dict[str, list[float]] = {name: [] for name in variants}
-        names = list(variants)
-        for r in range(rounds):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
+        samples: dict[str, list[int]] = {name: [] for name in variants}
+        for turn in range(calls + 30):  # the first 30: clients, caches, the lanes
+            names = list(variants) if turn % 2 else list(variants)[::-1]
+            for name in names:
+                spent = await _once(variants[name])
+                if turn >= 30:
+                    samples[name].append(spent)
+            if turn % 500 == 0:
                 gc.collect()
-                samples[name].append(await _measure(variants[name], calls))
-    print(f"CPU outside LiteLLM per call, 3 routes + breaker, {rounds} rounds x {calls} calls:")
-    for name, values in samples.items():
+    return {name: statistics.median(values) / 1e3 for name, values in samples.items()}
+
+
+def main(rev: str, calls: int) -> None:
+    runs = {}
+    for first in ("rev", "now"):
+        out = subprocess.run(
+            [sys.executable, __file__, rev, str(calls), f"--first={first}"],
+            check=True, capture_output=True, text=True,
+        ).stdout
+        runs[first] = json.loads(out.strip().splitlines()[-1])
+    print(f"CPU outside litellm.acompletion per call (loop thread, median of {calls} calls), "
+          "Router(routes), 3 routes:")
+    for first, medians in runs.items():
         print(
-            f"  {name:<28} median {statistics.median(values) * 1e6:7.1f} us"
-            f"  (rounds {min(values) * 1e6:.0f}-{max(values) * 1e6:.0f})"
+            f"  {'REV' if first == 'rev' else 'this checkout'} imported first: plain "
+            f"{medians['plain']:.1f} us, {rev} {medians['rev']:.1f} us, this checkout "
+            f"{medians['now']:.1f} us: {medians['now'] - medians['rev']:+.1f} us"
         )
-    then_, now_ = samples[f"router at {rev}"], samples["router in this checkout"]
-    change = [b - a for a, b in zip(then_, now_, strict=True)]
-    print(f"  this checkout - {rev}: median {statistics.median(change) * 1e6:+.1f} us a call")
+    one, other = (runs[f]["now"] - runs[f]["rev"] for f in ("rev", "now"))
+    print(
+        f"  this checkout - {rev}: {(one + other) / 2:+.1f} us a call "
+        f"(the package imported second reads {abs(one - other) / 2:.1f} us apart)"
+    )
 
 
 if __name__ == "__main__":
-    asyncio.run(
-        main(
-            sys.argv[1] if len(sys.argv) > 1 else "HEAD",
-            int(sys.argv[2]) if len(sys.argv) > 2 else 7,
-            int(sys.argv[3]) if len(sys.argv) > 3 else 150,
-        )
-    )
+    args = [a for a in sys.argv[1:] if not a.startswith("--first=")]
+    given_rev = args[0] if args else "HEAD"
+    given_calls = int(args[1]) if len(args) > 1 else 1500
+    chosen = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--first=")]
+    if chosen:
+        print(json.dumps(asyncio.run(_child(given_rev, given_calls, chosen[0]))))
+    else:
+        main(given_rev, given_calls)
