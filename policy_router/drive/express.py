@@ -118,8 +118,8 @@ class Lane:
     set of needs (its `Planner` keys lanes by both), so one endpoint."""
 
     __slots__ = (
-        "_counts", "_fresh", "_id", "_judge", "_name", "_now", "book", "candidate", "clock",
-        "emit", "endpoint", "group", "needs", "store",
+        "_counts", "_fresh", "_id", "_judge", "_name", "_now", "book", "candidate", "emit",
+        "endpoint", "group", "needs", "store",
     )
 
     def __init__(
@@ -136,7 +136,6 @@ class Lane:
         self.candidate = candidate
         self.book = book
         self.store = store
-        self.clock = clock
         self.emit = emit
         self.group = group
         self.needs = needs
