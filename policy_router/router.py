@@ -251,23 +251,13 @@ class Router:
     # -- the calls, each mirroring the LiteLLM function of its name ------------------------
     def completion(self, model: str | None = None, messages: Any = None, **kwargs: Any) -> Any:
         """Route a `litellm.completion` call: a `ModelResponse`, or a `RoutedStream`."""
-        # `_route`, written out: nearly every request is this call, and after LiteLLM's call
-        # has left the CPU's caches cold a frame of Python costs a microsecond or more.
-        now = self._life.now
-        if self._life.closed:
-            self._life.ensure_open()
-        planner, restart, on_restart = now.planner, now.restart, now.on_restart
-        return face.route(planner, restart, on_restart, "chat", model, messages, kwargs).response
+        return self._route("chat", model, messages, kwargs).response
 
     async def acompletion(
         self, model: str | None = None, messages: Any = None, **kwargs: Any
     ) -> Any:
         """Route a `litellm.acompletion` call: a `ModelResponse`, or an `AsyncRoutedStream`."""
-        now = self._life.now  # `_aroute`, written out (see `completion`)
-        if self._life.closed:
-            self._life.ensure_open()
-        planner, restart, on_restart = now.planner, now.restart, now.on_restart
-        return (await face.aroute(planner, restart, on_restart, "chat", model, messages, kwargs)).response
+        return (await self._aroute("chat", model, messages, kwargs)).response
 
     def embedding(self, model: str | None = None, input: Any = None, **kwargs: Any) -> Any:
         """Route a `litellm.embedding` call: an `EmbeddingResponse`."""

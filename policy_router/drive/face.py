@@ -29,13 +29,11 @@ def route(
 ) -> Routed[Any]:
     """Route one call of `endpoint` under `planner` (the router's configuration now);
     `restart`/`on_restart` are its streams' `stream_failure="restart"` and hook."""
-    lane = planner.express(endpoint, model, messages, kwargs)
-    if lane is not None:  # the common call, read in one pass; its `Call` made if needed
-        return lane.call({**kwargs, "messages": messages}, None, None, planner, restart, on_restart)
-    lane, call = _read(planner, endpoint, model, messages, kwargs)
+    lane, call_kwargs, timeout, call = _read(planner, endpoint, model, messages, kwargs)
     if lane is not None:
-        return lane.call(call.call_kwargs, call.timeout, call, planner, restart, on_restart)
-    return calls.call(planner.build(call), call.endpoint, call.call_kwargs, restart, on_restart)
+        return lane.call(call_kwargs, timeout, call, planner, restart, on_restart)
+    assert call is not None  # (no lane: the call was read in full)
+    return calls.call(planner.build(call), call.endpoint, call_kwargs, restart, on_restart)
 
 
 def aroute(
@@ -44,22 +42,24 @@ def aroute(
 ) -> Awaitable[Routed[Any]]:
     """The async twin of `route`: the call read and checked now, by the caller's own
     coroutine, and the coroutine that drives it (one frame fewer for every resumption)."""
-    lane = planner.express(endpoint, model, messages, kwargs)
+    lane, call_kwargs, timeout, call = _read(planner, endpoint, model, messages, kwargs)
     if lane is not None:
-        return lane.acall({**kwargs, "messages": messages}, None, None, planner, restart, on_restart)
-    lane, call = _read(planner, endpoint, model, messages, kwargs)
-    if lane is not None:
-        return lane.acall(call.call_kwargs, call.timeout, call, planner, restart, on_restart)
-    return calls.acall(planner.build(call), call.endpoint, call.call_kwargs, restart, on_restart)
+        return lane.acall(call_kwargs, timeout, call, planner, restart, on_restart)
+    assert call is not None
+    return calls.acall(planner.build(call), call.endpoint, call_kwargs, restart, on_restart)
 
 
 def _read(
     planner: Planner, endpoint: str, model: str | None, messages: Any, kwargs: dict[str, Any]
-) -> tuple[Lane | None, Call]:
-    """Any call but a plain chat call on its lane, read in full and checked, and the
-    express lane when the call takes one (`Planner.lane`)."""
+) -> tuple[Lane | None, dict[str, Any], float | None, Call | None]:
+    """The call read and checked: the express lane when it takes one, what LiteLLM is to
+    get, the call's own timeout, and the `Call` (None for a plain chat call on its lane,
+    read in one pass)."""
+    lane = planner.express(endpoint, model, messages, kwargs)
+    if lane is not None:  # the common call (`Planner.express`)
+        return lane, {**kwargs, "messages": messages}, None, None
     call = planner.prepare(endpoint_named(endpoint), model, messages, kwargs)
-    return planner.lane(call), call
+    return planner.lane(call), call.call_kwargs, call.timeout, call
 
 
 def batch_of(
