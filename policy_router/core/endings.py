@@ -19,7 +19,7 @@ from ..state.store import Steps
 from .gate import Send
 from .outcomes import Outcomes
 
-__all__ = ["abandoned", "cancelled", "gave_up", "lost", "settle_late"]
+__all__ = ["abandoned", "cancelled", "gave_up", "lost", "raised", "settle_late"]
 
 
 _CANCELLED = Fault(FaultKind.TIMEOUT, None, "the caller cancelled the request")
@@ -48,6 +48,29 @@ def cancelled(outcomes: Outcomes, send: Send, *, sent: bool) -> Steps[None]:
     breaker learns nothing either way, and a claimed probe is given back.
     """
     outcomes.course.expired = True
+    yield from _stopped(outcomes, send, _CANCELLED, sent=sent, outcome="cancelled")
+
+
+def raised(outcomes: Outcomes, send: Send, error: BaseException) -> Steps[None]:
+    """The call raised an exception that is no provider's outcome: a bug or a misuse on
+    this side (LiteLLM's own code failing on an argument it was handed, say `metadata`
+    that is not a mapping). The caller gets that exception unchanged, as LiteLLM would
+    raise it; what the attempt held is settled first, as a cancelled attempt's is: charged
+    its reservation once the request may have left (the provider may bill it), else
+    released. The breaker learns nothing: it says nothing about the route."""
+    text = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+    fault = Fault(
+        FaultKind.BAD_REQUEST, None,
+        f"raised {type(error).__name__} on this side, not the provider's outcome"
+        + (f": {text}" if text else ""),
+        sent=send.wire.left,
+    )
+    yield from _stopped(outcomes, send, fault, sent=send.wire.left, outcome=fault.kind.value)
+
+
+def _stopped(outcomes: Outcomes, send: Send, fault: Fault, *, sent: bool, outcome: str) -> Steps[None]:
+    """An attempt stopped on this side: charged once it may have left, else released; its
+    slot kept or given back alike, its probe given back, the breaker told nothing."""
     cost = (yield from outcomes.settle(send, None)) if sent else None
     yield from outcomes.end_slot(send, send.slot_tokens if sent else None)
     if not sent:
@@ -56,7 +79,7 @@ def cancelled(outcomes: Outcomes, send: Send, *, sent: bool) -> Steps[None]:
         yield from outcomes.health.release(send.route.id, send.token)
     then = "charged its reservation" if sent else "released; nothing was sent"
     outcomes.trail.record(
-        replace(outcomes.failure(send, _CANCELLED, then, cost), outcome="cancelled", status=None)
+        replace(outcomes.failure(send, fault, then, cost), outcome=outcome, status=None)
     )
 
 

@@ -57,7 +57,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Plan"]
 
-
 T = TypeVar("T")
 
 # Jitter for retry waits, shared: seeding a Random for every plan cost ~14 us a request,
@@ -334,6 +333,9 @@ class Plan:
     def cancelled(self, send: Send, *, sent: bool) -> Steps[None]:
         """The caller cancelled during `send` (see `endings.cancelled`)."""
         return endings.cancelled(self.outcomes, send, sent=sent)
+
+    def raised(self, send: Send, error: BaseException) -> Steps[None]:  # see `endings.raised`
+        return endings.raised(self.outcomes, send, error)
 
     def gave_up(self, send: Send, fault: Fault) -> Steps[None]:
         """`send`'s own first-token limit passed (see `endings.gave_up`)."""

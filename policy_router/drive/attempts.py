@@ -51,10 +51,12 @@ def no_first_token(send: Send, limit: float) -> Fault:
 
 def failed(plan: Plan, send: Send, exc: Exception) -> Steps[bool]:
     """Tell the plan an attempt failed; False when `exc` is not a provider outcome (a bug
-    or a misuse on this side), which the driver then re-raises unchanged. An attempt cut
-    by the deadline or its first-token limit (`AttemptCut`) carries its fault."""
+    or a misuse on this side), which the driver then re-raises unchanged, once what the
+    attempt held is settled (`Plan.raised`): no exception keeps a reservation. An attempt
+    cut by the deadline or its first-token limit (`AttemptCut`) carries its fault."""
     fault = exc.fault if isinstance(exc, AttemptCut) else failures.classify(exc, send.wire)
     if fault is None:
+        yield from plan.raised(send, exc)
         plan.scrub(exc)  # in place: the driver re-raises the same exception, scrubbed
         return False
     yield from plan.failed(send, fault, exc.error if isinstance(exc, AttemptCut) else exc)

@@ -29,17 +29,23 @@ def check_seconds(value: object, name: str) -> float | None:
     """
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    seconds = math.nan
+    if not isinstance(value, bool) and isinstance(value, int | float):
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int past any float: no finite number of seconds
+            seconds = math.inf
+    if not math.isfinite(seconds) or seconds <= 0:
         raise ConfigError(
             f"{name} must be a finite number of seconds > 0 (or None for no limit), "
-            f"got {value!r}"
+            f"got {_shown(value)}"
         )
-    return float(value)
+    return seconds
+
+
+def _shown(value: object) -> str:
+    text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "an int too large for a float"
+    return text if len(text) <= 80 else f"{text[:77]}…"
 
 
 _TIMEOUT_PARTS = ("connect", "read", "write", "pool")

@@ -59,11 +59,16 @@ class Requirements:
             return needs
         if isinstance(needs, str):
             needs = [needs]
-        items = needs.items() if isinstance(needs, Mapping) else ((n, True) for n in needs)
         valid = {f.name for f in fields(cls)} - {"endpoint"}
+        if not isinstance(needs, Iterable):
+            raise ConfigError(
+                f"needs must be requirement names or a mapping of them to flags, got {needs!r}; "
+                f"use any of: {', '.join(sorted(valid))}"
+            )
+        items = needs.items() if isinstance(needs, Mapping) else ((n, True) for n in needs)
         flags: dict[str, bool] = {}
         for name, value in items:
-            if name not in valid:
+            if not isinstance(name, str) or name not in valid:
                 raise ConfigError(
                     f"needs={name!r} is not a requirement; use any of: {', '.join(sorted(valid))}"
                 )
