@@ -36,6 +36,8 @@ class Course:
     """The caller's own retry decision broke its contract: raised instead."""
     expired: bool = False
     """The deadline passed (or the caller cancelled): nothing more is sent."""
+    fresh: set[str] = field(default_factory=set)
+    """The routes asked again on a fresh connection after a stale one (once each)."""
 
     @property
     def over(self) -> bool:

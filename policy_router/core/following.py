@@ -34,10 +34,12 @@ def after(
     retry: Callable[[Route], Retry | None] | None,
     rng: random.Random,
     deadline: Deadline | None,
+    fresh: bool = False,
 ) -> str:
     """What follows `send` failing with `fault` (`retry` gives its route's policy): a
     retry (queued), the next route, or a stop (recorded on `course`); the journey's words
-    for it."""
+    for it. With `fresh`, the route is asked again at once on a fresh connection (the
+    connection it was sent on was a kept-alive one the server had closed)."""
     if fault.kind is FaultKind.TOO_LONG:
         return _larger_windows(course, trail, send, fault)
     if not fault.kind.falls_through:
@@ -48,6 +50,12 @@ def after(
     if deadline is not None and deadline.passed():
         course.expired = True
         return "deadline passed"
+    if fresh:
+        # The server had closed the kept-alive connection the request went out on: the
+        # route is not at fault, and a fresh connection reaches it (once per request).
+        course.fresh.add(send.candidate.id)
+        course.queue.appendleft((send.candidate, 0.0, send.number))
+        return "the connection was closed before any answer (kept alive past the server's idle time): asked again on a fresh connection"
     policy = retry(send.route) if retry is not None else None
     if (
         policy is not None

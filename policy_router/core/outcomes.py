@@ -190,11 +190,22 @@ class Outcomes:
             elif self.deadline is not None and self.deadline.passed():
                 self.course.expired = True  # cut by the deadline before it left: the deadline's error
             return
-        then = self.after(send, fault)
+        # A kept-alive connection the server had closed says nothing of the route: the
+        # first time in a request it is asked again on a fresh connection instead. A reset
+        # proves it; a close proves it only where a connection to it can have been kept.
+        fresh = fault.stale and send.candidate.id not in self.course.fresh and (
+            not fault.billed or (self.latencies is not None and send.route.id in self.latencies.answered)
+        )
+        then = self.after(send, fault, fresh)
 
         def record(rested: float) -> None:
             self.trail.record(replace(self.failure(send, fault, then, cost, error), rested=rested))
 
+        if fresh:
+            if self.gate.health is not None:
+                yield from self.gate.health.release(send.route.id, send.token)
+            record(0.0)
+            return
         yield from self.fault_seen(send, fault, record)
 
     def fault_seen(
@@ -213,11 +224,11 @@ class Outcomes:
             self._on_result(send.route.id, fault.kind.value, self.since(send))
         self.course.last_fault = fault
 
-    def after(self, send: Send, fault: Fault) -> str:
+    def after(self, send: Send, fault: Fault, fresh: bool = False) -> str:
         """What follows a failure (`core.following`): a retry, the next route, or a stop."""
         return following.after(
             self.course, self.trail, send, fault, retry=self._retry, rng=self._rng,
-            deadline=self.deadline,
+            deadline=self.deadline, fresh=fresh,
         )
 
     def failed_after_answer(

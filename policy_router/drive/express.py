@@ -118,7 +118,7 @@ class Lane:
     set of needs (its `Planner` keys lanes by both), so one endpoint."""
 
     __slots__ = (
-        "_counts", "_fresh", "_id", "_judge", "_name", "_now", "book", "candidate", "emit",
+        "_counts", "_fresh", "_id", "_judge", "_kept", "_name", "_now", "book", "candidate", "emit",
         "endpoint", "group", "needs", "store",
     )
 
@@ -132,8 +132,12 @@ class Lane:
         group: str,
         needs: Requirements,
         endpoint: Endpoint,
+        answered: set[str] | None = None,
     ) -> None:
         self.candidate = candidate
+        # The router's routes that have answered (`Latencies.answered`): this one's answers
+        # count, so a connection the server closes under its next call is known kept.
+        self._kept = answered if answered is not None else set()
         self.book = book
         self.store = store
         self.emit = emit
@@ -259,6 +263,7 @@ class Lane:
             trip.cached = reading.hit_in(hidden)
         if trip.local:
             return None
+        self._kept.add(self._id)
         id, candidate, endpoint = trip.id, self.candidate, self.endpoint
         if usage is None:  # the endpoint's whole reading of any reply but the common one
             usage = endpoint.usage(result)

@@ -318,7 +318,7 @@ class Planner:
         if group in self._express and eligible and not skips and takes_lane(eligible[0], needs):
             lane = Lane(
                 eligible[0], self.health, self.store, self._clock, self._emit, group, needs,
-                endpoint,
+                endpoint, self.latencies.answered,
             )
         if len(self._sifted) >= _SIFTED:
             self._sifted.clear()

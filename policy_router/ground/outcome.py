@@ -86,6 +86,13 @@ class Fault:
     provider's says it was refused (a timeout, a connection dropped after the write, a
     gateway timeout). Such an attempt is charged its reservation; only evidence that
     nothing was billed (a refused connection, an error status, a local error) releases it."""
+    stale: bool = False
+    """The server reset or closed the connection before any byte of an answer: most often
+    a kept-alive connection it had closed while idle, reused as the close crossed the
+    request. A reset (not `billed`: never read) is asked again at once on a fresh
+    connection, once per request, the breaker not told; so is a close, on a route that has
+    answered through this router before (a connection to it can have been kept). See
+    `core.outcomes`."""
 
 
 # LiteLLM logs its own answers (`mock_response`) as a call made with this key.

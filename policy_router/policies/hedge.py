@@ -85,8 +85,12 @@ class Latencies:
         self._size = size
         self._lock = threading.Lock()
         self._seen: dict[str, deque[float]] = {}
+        self.answered: set[str] = set()
+        """The routes that have answered in this process (the express lane's answers
+        included): a connection to them may be kept alive, and closed by the server."""
 
     def record(self, route: str, seconds: float) -> None:
+        self.answered.add(route)
         with self._lock:
             found = self._seen.get(route)
             if found is None:

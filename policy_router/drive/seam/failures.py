@@ -28,7 +28,7 @@ from ...ground.outcome import (
     Wire,
     WireRefusal,
 )
-from . import raised
+from . import raised, resets
 
 __all__ = ['RETRY_AFTER_CAP', 'classify']
 
@@ -231,7 +231,12 @@ def _with_billing(exc: BaseException, fault: Fault) -> Fault:
     )
     if answered and not transport and fault.status not in _BILLED_STATUSES:
         return fault
+    if fault.kind is FaultKind.CONNECTION and any(resets.reset(e) for e in chain):
+        return replace(fault, stale=True)  # never read: nothing billed (`resets`)
+    if fault.kind is FaultKind.CONNECTION and any(resets.closed(e) for e in chain):
+        return replace(fault, stale=True, billed=True)  # closed unanswered: it may have been read
     return replace(fault, billed=True)
+
 
 
 def _is_transport_error(error: BaseException) -> bool:
