@@ -277,8 +277,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             from ..server import serve
 
-            print(f"policy-router: serving {args.config} on http://{args.host}:{args.port}/v1", file=sys.stderr)
-            serve(args.config, host=args.host, port=args.port)
+            serve(
+                args.config, host=args.host, port=args.port,
+                on_ready=lambda url: print(f"policy-router: serving {args.config} on {url}", file=sys.stderr, flush=True),
+            )
             return 0
         handler = {
             "check": check,

@@ -11,10 +11,17 @@ server:
     on-device-app:
       key_sha256: 9f86d081884c7d65...  # only the key's SHA-256 at rest
       on_device: true                 # every request of this key stays on the machine
+      groups: [smart]                 # the groups it may call (absent: all)
 ```
 
 A key is kept only as its SHA-256: the plain key read from the environment is hashed when
 the file is loaded and never stored, printed or logged.
+
+A key read from the environment is refused when it is empty or holds a character a client
+cannot send in a header (a space, a control character, anything beyond ASCII); surrounding
+whitespace (a Kubernetes secret made from a file ends in a newline) is stripped, with a
+warning naming the variable. Two tenants with one key are refused, naming both: the first
+would otherwise win every request, and the second's budget and rate limit would never apply.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from ..policies.budget import Budget
 from .litellm import ENV_PREFIX, secret
 from .spec import ServerSpec
 
-__all__ = ["ApiKey", "digest", "keys_of"]
+__all__ = ["ApiKey", "check_distinct", "digest", "keys_of", "plain_key"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +50,8 @@ class ApiKey:
     budget: Budget | None = None
     rpm: int | None = None
     on_device: bool = False
+    groups: frozenset[str] | None = None
+    """The groups this key may call; None: every group."""
 
     def __repr__(self) -> str:
         return f"ApiKey({self.name!r}, sha256={self.sha256[:8]}…)"
@@ -53,9 +62,49 @@ def digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
-def keys_of(spec: ServerSpec | None, source: str, missing: list[str]) -> tuple[ApiKey, ...]:
+def plain_key(value: str, where: str) -> str:
+    """A key as read from `where` (a variable), checked: stripped of surrounding whitespace
+    (with a warning), refused when empty or holding a character a header cannot carry."""
+    stripped = value.strip()
+    if not stripped:
+        raise ConfigError(
+            f"{where} is empty: an empty key would let any request with an empty "
+            "Authorization header in; set it to the key, or remove the key"
+        )
+    if stripped != value:
+        warnings.warn(
+            f"{where} has whitespace around the key (a newline at its end?); it was "
+            "stripped, and clients send the key without it",
+            UserWarning,
+            stacklevel=4,
+        )
+    if not all(33 <= ord(c) <= 126 for c in stripped):
+        raise ConfigError(
+            f"{where} holds a space, a control character or a character beyond ASCII, "
+            "which a client cannot send in an Authorization header; use printable ASCII"
+        )
+    return stripped
+
+
+def check_distinct(keys: tuple[ApiKey, ...], source: str) -> None:
+    """Refuse two tenants with one key, naming both (see the module docstring)."""
+    seen: dict[str, str] = {}
+    for key in keys:
+        other = seen.setdefault(key.sha256, key.name)
+        if other != key.name:
+            raise ConfigError(
+                f"{source}: server keys {other!r} and {key.name!r} are the same key: requests "
+                "with it would all go to one tenant, whose budget and rate limit the other "
+                "would never get; give each tenant its own key"
+            )
+
+
+def keys_of(
+    spec: ServerSpec | None, source: str, missing: list[str], groups: frozenset[str] = frozenset()
+) -> tuple[ApiKey, ...]:
     """The keys of a `server:` section, hashed; a variable that is not set goes to
-    `missing` (an error when serving, listed by `policy-router check`)."""
+    `missing` (an error when serving, listed by `policy-router check`). A key's `groups`
+    must each be one of `groups` (the file's)."""
     if spec is None:
         return ()
     found: list[ApiKey] = []
@@ -72,6 +121,11 @@ def keys_of(spec: ServerSpec | None, source: str, missing: list[str]) -> tuple[A
             plain: Any = secret(k.key, f"{where}.key", missing)
             if plain is None:
                 continue
+            named = k.key.removeprefix(ENV_PREFIX) if k.key.startswith(ENV_PREFIX) else None
+            try:
+                plain = plain_key(plain, f"{where}.key" + (f" (variable {named})" if named else ""))
+            except ConfigError as error:
+                raise ConfigError(f"{source}: {error}") from None
             sha = digest(plain)
         else:
             sha = (k.key_sha256 or "").lower()
@@ -85,5 +139,18 @@ def keys_of(spec: ServerSpec | None, source: str, missing: list[str]) -> tuple[A
                 )
             except ConfigError as error:
                 raise ConfigError(f"{source}: {where}.budget: {error}") from None
-        found.append(ApiKey(name=name, sha256=sha, budget=budget, rpm=k.rpm, on_device=k.on_device))
-    return tuple(found)
+        allowed = None
+        if k.groups is not None:
+            unknown = sorted(set(k.groups) - groups)
+            if unknown and groups:
+                raise ConfigError(
+                    f"{source}: {where}.groups names {unknown}, which the file does not "
+                    f"define; groups: {sorted(groups)}"
+                )
+            allowed = frozenset(k.groups)
+        found.append(ApiKey(
+            name=name, sha256=sha, budget=budget, rpm=k.rpm, on_device=k.on_device, groups=allowed,
+        ))
+    keys = tuple(found)
+    check_distinct(keys, source)
+    return keys

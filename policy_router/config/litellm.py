@@ -90,6 +90,7 @@ class Loaded:
     notes: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     keys: tuple[Any, ...] = ()  # a policy file's server keys (`config.keys.ApiKey`), hashed
+    server: Any = None  # a policy file's `server:` section (`config.spec.ServerSpec`), if any
 
 
 def from_environment(

@@ -339,8 +339,8 @@ def routes_and_policies(
         spec.metrics, spec.metrics_scope, spec.score, source, base,
         lambda value, where: secret(value, where, missing),
     )
-    keys = keys_of(spec.server, source, missing)
-    return Loaded(routes=routes, policies=policies, missing=missing, keys=keys)
+    keys = keys_of(spec.server, source, missing, frozenset(spec.groups))
+    return Loaded(routes=routes, policies=policies, missing=missing, keys=keys, server=spec.server)
 
 
 def load(config: str | Path | Mapping[str, Any]) -> Loaded:

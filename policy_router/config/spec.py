@@ -176,6 +176,8 @@ class KeySpec(_Strict):
     """The most requests this key may make in any minute, across server processes."""
     on_device: bool = False
     """Every request of this key is held to the on-device floor, whatever it asks."""
+    groups: list[str] | None = Field(default=None, min_length=1)
+    """The groups this key may call (absent: every group); others answer 404."""
 
     @model_validator(mode="after")
     def _one_key(self) -> KeySpec:
@@ -189,6 +191,11 @@ class KeySpec(_Strict):
 class ServerSpec(_Strict):
     keys: dict[str, KeySpec] = Field(default_factory=dict)
     """The API keys the server accepts, by a name that is safe to print."""
+    max_body_mb: float = Field(default=32.0, gt=0)
+    """The largest request body read, in MiB; a longer one is refused with 413."""
+    shutdown_grace: float = Field(default=10.0, ge=0)
+    """Seconds requests in flight are given to finish after SIGTERM before they are
+    cancelled (and settled)."""
 
 
 class PolicySpec(_Strict):

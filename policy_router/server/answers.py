@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC
 from decimal import Decimal
 from typing import Any
+from urllib.parse import quote
 
 from ..core.journey import Journey, Routed
 from ..ground.errors import (
@@ -28,8 +30,9 @@ from ..ground.errors import (
     StoreUnavailableError,
 )
 from ..ground.money import Money
+from ..ground.records import Check
 
-__all__ = ["amount", "error_body", "events", "headers_of", "journey_of", "shaped"]
+__all__ = ["amount", "error_body", "events", "header_text", "headers_of", "journey_of", "shaped"]
 
 
 def journey_of(journey: Journey) -> dict[str, Any]:
@@ -46,10 +49,11 @@ def journey_of(journey: Journey) -> dict[str, Any]:
 
 
 def headers_of(routed: Routed[Any], *, streamed: bool = False) -> dict[str, str]:
-    """The journey in response headers; a stream's cost is not known when they are sent."""
+    """The journey in response headers; a stream's cost is not known when they are sent.
+    A route's name beyond ASCII is percent-encoded (UTF-8), since a header holds Latin-1."""
     journey = routed.journey
     found = {
-        "x-policy-router-route": routed.route.name,
+        "x-policy-router-route": header_text(routed.route.name),
         "x-policy-router-attempts": str(len(journey.attempts)),
         "x-policy-router-journey": journey.id,
     }
@@ -59,6 +63,14 @@ def headers_of(routed: Routed[Any], *, streamed: bool = False) -> dict[str, str]
     return found
 
 
+def header_text(text: str) -> str:
+    """`text` as a header value: as it is when ASCII, else percent-encoded UTF-8."""
+    return text if text.isascii() and text.isprintable() else quote(text, safe=_SAFE)
+
+
+_SAFE = " !#$&'()*+,/:;=?@[]~-._"
+
+
 def shaped(routed: Routed[Any]) -> dict[str, Any]:
     """A whole answer as OpenAI's JSON, with the journey in `policy_router`."""
     body: dict[str, Any] = json.loads(routed.response.model_dump_json())
@@ -66,13 +78,18 @@ def shaped(routed: Routed[Any]) -> dict[str, Any]:
     return body
 
 
-async def events(routed: Routed[Any], endpoint: str) -> AsyncIterator[bytes]:
+async def events(
+    routed: Routed[Any], endpoint: str, record: Callable[[Any], Awaitable[None]] | None = None
+) -> AsyncIterator[bytes]:
     """A streamed answer as server-sent events: chat's `data:` chunks and `[DONE]`, or the
     Responses API's named events; an error mid-stream as an `error` event, after which the
-    stream ends. The journey follows as a comment line."""
+    stream ends. The journey follows as a comment line. `record` is shown each item before
+    the client is (the server records which key owns a response it streams)."""
     stream = routed.response
     try:
         async for item in stream:
+            if record is not None:
+                await record(item)
             data = item.model_dump_json(exclude_none=endpoint == "chat")
             if endpoint == "responses":
                 yield f"event: {getattr(item, 'type', 'message')}\ndata: {data}\n\n".encode()
@@ -94,17 +111,21 @@ async def events(routed: Routed[Any], endpoint: str) -> AsyncIterator[bytes]:
 
 
 def error_body(error: BaseException) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """The status, OpenAI-shaped body and headers for `error` (see the module docstring)."""
+    """The status, OpenAI-shaped body and headers for `error` (see the module docstring).
+
+    Whenever a provider was sent the request (the journey has attempts), or the refusal
+    would be the same on a retry, `x-should-retry: false` tells the SDKs not to retry on
+    their own: the router already decided, and a retry would send every route the request
+    again. Only refusals that sent nothing and may pass later (a rate window, resting
+    routes, a budget held by calls in flight, the store down) invite a retry."""
     message = str(error)
     headers: dict[str, str] = {}
-    kind, code, status = "api_error", None, 500
+    kind, code, status, param = "api_error", None, 500, None
+    journey = getattr(error, "journey", None)
     if isinstance(error, ConfigError):
         kind, status = "invalid_request_error", 400
     elif isinstance(error, OverBudgetError):
-        # OpenAI's own "over your quota": a retry would be refused alike, so the SDK's
-        # automatic retries are told not to.
-        kind, code, status = "insufficient_quota", "insufficient_quota", 429
-        headers["x-should-retry"] = "false"
+        kind, code, status, headers = _over_budget(error)
     elif isinstance(error, RateLimitedError):
         kind, code, status = "rate_limit_error", "rate_limit_exceeded", 429
         headers |= _retry_after(error.retry_after)
@@ -117,19 +138,62 @@ def error_body(error: BaseException) -> tuple[int, dict[str, Any], dict[str, str
         kind, code, status = "invalid_request_error", "content_policy_violation", 400
     elif isinstance(error, StoreUnavailableError):
         kind, code, status = "api_error", "store_unavailable", 503
+        headers["retry-after"] = "1"
     elif isinstance(error, NoRouteError):
-        kind, code, status = "invalid_request_error", "no_route", 503
-        headers["x-should-retry"] = "false"
+        kind, code, status, param = _no_route(error)
     else:
         status, kind, code = _provider(error)
         after = getattr(getattr(error, "response", None), "headers", {}) or {}
         if status == 429 and "retry-after" in after:
             headers["retry-after"] = str(after["retry-after"])
-    body: dict[str, Any] = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    journey = getattr(error, "journey", None)
+    if "retry-after" not in headers or (isinstance(journey, Journey) and journey.attempts):
+        headers["x-should-retry"] = "false"
+    body: dict[str, Any] = {"error": {"message": message, "type": kind, "param": param, "code": code}}
     if isinstance(journey, Journey):  # in the error object: what an SDK hands its caller
         body["error"]["policy_router"] = journey_of(journey)
     return status, body, headers
+
+
+def not_found(message: str, *, code: str | None = None, param: str | None = None) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """OpenAI's 404 for an unknown path, model or stored object."""
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
+    return 404, body, {"x-should-retry": "false"}
+
+
+# The checks that say a request can never be served here, whatever happens meanwhile: what
+# it needs, its size, the floor it asked for. Every other skip may pass later.
+_FOREVER = frozenset({Check.REQUIREMENTS, Check.CONTEXT_WINDOW, Check.FLOOR})
+
+
+def _no_route(error: NoRouteError) -> tuple[str, str, int, str | None]:
+    """An unknown model is OpenAI's 404 `model_not_found`; a request no route could ever
+    serve is the caller's 400; anything else (routes switched off, a pinned route that
+    cannot serve now) is a 503."""
+    journey = error.journey
+    if not isinstance(journey, Journey):
+        return "invalid_request_error", "model_not_found", 404, "model"
+    if journey.skips and all(s.check in _FOREVER for s in journey.skips) and not journey.attempts:
+        return "invalid_request_error", "no_route", 400, None
+    return "api_error", "no_route", 503, None
+
+
+def _over_budget(error: OverBudgetError) -> tuple[str, str, int, dict[str, str]]:
+    """Which budget refusal this is: the store that keeps the budget is down (503
+    `store_unavailable`); the budget is held only by calls in flight, so a retry may fit
+    once they settle (429 with Retry-After); or it is spent (429 `insufficient_quota`, not
+    to be retried, with Retry-After until the period resets when that is what frees it)."""
+    skips = [s for s in getattr(error.journey, "skips", ()) if s.check is Check.BUDGET]
+    if skips and all(s.detail.get("store_unreachable") for s in skips):
+        return "api_error", "store_unavailable", 503, {"retry-after": "1"}
+    if skips and all(s.detail.get("may_fit") for s in skips):
+        return "rate_limit_error", "budget_in_flight", 429, {"retry-after": "1"}
+    headers = {"x-should-retry": "false"}
+    resets = getattr(error, "resets_at", None)
+    if resets is not None:
+        from datetime import datetime
+
+        headers |= _retry_after((resets - datetime.now(UTC)).total_seconds())
+    return "insufficient_quota", "insufficient_quota", 429, headers
 
 
 def _provider(error: BaseException) -> tuple[int, str, str | None]:

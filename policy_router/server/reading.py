@@ -1,43 +1,48 @@
-"""A request to the server, read: the endpoint's own arguments (OpenAI's names only), and
-the router's (`on_device`, `deadline`, `needs`) from the body's `policy_router` field or
-the `x-policy-router-*` headers, never weaker than the key allows.
+"""A request to the server, read: the endpoint's own arguments, checked against OpenAI's
+definition of the path (the openai SDK's types, `drive.seam.openai_params`), and the
+router's (`on_device`, `deadline`, `needs`) from the body's `policy_router` field or the
+`x-policy-router-*` headers, never weaker than the key allows.
 
-A field OpenAI's API does not define for the endpoint is refused with a 400 that names it:
-the server never passes on what would move a request elsewhere (`api_base`, `api_key`,
-`base_url`, a mock, LiteLLM's own retries) or what it does not know to be harmless.
+A name the SDK does not define for the path is refused with a 400 that names it: the server
+never passes on what would move a request elsewhere (`api_base`, `api_key`, `base_url`, a
+mock, LiteLLM's own retries) or what it does not know to be harmless. A value of the wrong
+shape (`metadata` that is not an object, a message that is a number) is refused naming its
+place, before anything is reserved or sent.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..config.keys import ApiKey
+from ..drive.seam.openai_params import params
+from ..ground.deadline import check_seconds
 from ..ground.errors import ConfigError
+from ..policies.requirements import Requirements
 
 __all__ = ["ENDPOINT_FIELDS", "read"]
 
-_SHARED = frozenset({"model", "user", "metadata", "stream", "stream_options", "extra_body"})
 
-# What OpenAI's API takes for each endpoint (the SDK's own parameters, 2.x).
-ENDPOINT_FIELDS: dict[str, frozenset[str]] = {
-    "chat": _SHARED | {
-        "messages", "audio", "frequency_penalty", "function_call", "functions", "logit_bias",
-        "logprobs", "max_completion_tokens", "max_tokens", "modalities", "n",
-        "parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key",
-        "reasoning_effort", "response_format", "safety_identifier", "seed", "service_tier",
-        "stop", "store", "temperature", "tool_choice", "tools", "top_logprobs", "top_p",
-        "verbosity", "web_search_options",
-    },
-    "embedding": _SHARED | {"input", "dimensions", "encoding_format"},
-    "responses": _SHARED | {
-        "input", "background", "conversation", "include", "instructions", "max_output_tokens",
-        "max_tool_calls", "parallel_tool_calls", "previous_response_id", "prompt",
-        "prompt_cache_key", "reasoning", "safety_identifier", "service_tier", "store",
-        "temperature", "text", "tool_choice", "tools", "top_logprobs", "top_p", "truncation",
-    },
-}
+class _Fields(Mapping[str, frozenset[str]]):
+    """Each path's argument names, as the installed SDK defines them (read when asked)."""
+
+    _ENDPOINTS = ("chat", "completion", "embedding", "responses")
+
+    def __getitem__(self, endpoint: str) -> frozenset[str]:
+        if endpoint not in self._ENDPOINTS:
+            raise KeyError(endpoint)
+        return params(endpoint).names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ENDPOINTS)
+
+    def __len__(self) -> int:
+        return len(self._ENDPOINTS)
+
+
+ENDPOINT_FIELDS: Mapping[str, frozenset[str]] = _Fields()
+"""What OpenAI's API takes for each endpoint: the installed openai SDK's own parameters."""
 
 _POLICY = frozenset({"on_device", "deadline", "needs"})
 
@@ -57,12 +62,12 @@ def read(
     the request's own arguments need."""
     if not isinstance(body, dict):
         raise ConfigError("the request body must be a JSON object")
-    allowed = ENDPOINT_FIELDS[endpoint]
+    defined = params(endpoint)
     kwargs: dict[str, Any] = {}
     for name, value in body.items():
         if name == "policy_router":
             continue
-        if name not in allowed:
+        if name not in defined.names:
             raise ConfigError(
                 f"unrecognized request argument supplied: {name!r} (this server passes on "
                 f"only OpenAI's arguments for {endpoint}; the router's go in 'policy_router')"
@@ -70,28 +75,54 @@ def read(
         kwargs[name] = value
     if not isinstance(kwargs.get("model"), str) or not kwargs["model"]:
         raise ConfigError("'model' is required: the name of a group (GET /v1/models lists them)")
-    asked = body.get("policy_router") or {}
+    problem = defined.problem(kwargs)
+    if problem is not None:
+        place, what = problem
+        raise ConfigError(f"{place!r} is not valid: {what} (OpenAI's definition of {endpoint})")
+    asked = body.get("policy_router")
+    asked = {} if asked is None else asked
     if not isinstance(asked, dict) or not set(asked) <= _POLICY:
-        raise ConfigError(
-            f"'policy_router' takes {sorted(_POLICY)}, got {asked!r}"
-        )
+        shown = sorted(asked) if isinstance(asked, dict) else type(asked).__name__
+        raise ConfigError(f"'policy_router' takes an object with {sorted(_POLICY)}, got {shown}")
     on_device = asked.get("on_device", _flag(headers.get("x-policy-router-on-device")))
     if not isinstance(on_device, bool):
-        raise ConfigError(f"'policy_router.on_device' must be true or false, got {on_device!r}")
-    deadline = asked.get("deadline", _seconds(headers.get("x-policy-router-deadline")))
-    if deadline is not None and (
-        isinstance(deadline, bool) or not isinstance(deadline, int | float)
-        or not math.isfinite(deadline) or deadline <= 0
-    ):
-        raise ConfigError(f"'policy_router.deadline' must be seconds > 0, got {deadline!r}")
+        raise ConfigError(f"'policy_router.on_device' must be true or false, got {_shown(on_device)}")
+    deadline = _deadline(asked.get("deadline", _seconds(headers.get("x-policy-router-deadline"))))
     if most_deadline is not None:
-        deadline = most_deadline if deadline is None else min(float(deadline), most_deadline)
+        deadline = most_deadline if deadline is None else min(deadline, most_deadline)
     kwargs["on_device"] = key.on_device or on_device
     if deadline is not None:
-        kwargs["deadline"] = float(deadline)
+        kwargs["deadline"] = deadline
     if asked.get("needs") is not None:
-        kwargs["needs"] = asked["needs"]
+        kwargs["needs"] = _needs(asked["needs"])
     return kwargs
+
+
+def _deadline(value: Any) -> float | None:
+    """Seconds, a finite number > 0 (a number too large for a float is refused), or None."""
+    try:
+        return check_seconds(value, "'policy_router.deadline'")
+    except ConfigError as error:
+        raise ConfigError(str(error).replace(" (or None for no limit)", "")) from None
+
+
+def _needs(value: Any) -> Requirements:
+    """`needs` as a list of requirement names or an object of flags (`Requirements.of`)."""
+    if isinstance(value, str | list | dict):
+        try:
+            return Requirements.of(value)
+        except ConfigError as error:
+            raise ConfigError(f"'policy_router.needs': {error}") from None
+    raise ConfigError(
+        "'policy_router.needs' must be a list of requirement names (['tools', 'images']) or "
+        f"an object of flags ({{\"tools\": true}}), got {_shown(value)}"
+    )
+
+
+def _shown(value: Any) -> str:
+    """A value as the error shows it: short, whatever the client sent."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}…"
 
 
 def _flag(value: str | None) -> Any:

@@ -17,12 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..config.keys import ApiKey, digest
+from ..config.keys import ApiKey, check_distinct, digest, plain_key
 from ..config.litellm import Loaded
 from ..ground.clock import MonotonicClock
 from ..ground.errors import ConfigError
 from ..router import Router
 from ..state.memory import InMemoryStore
+from .owners import Owners
 
 __all__ = ["ENV_KEY", "Tenant", "Tenants", "Unauthorized"]
 
@@ -47,8 +48,8 @@ class Tenants:
 
     def __init__(self, loaded: Loaded, env: Mapping[str, str]) -> None:
         keys = list(loaded.keys)
-        if env.get(ENV_KEY):
-            keys.append(ApiKey(name="default", sha256=digest(env[ENV_KEY])))
+        if env.get(ENV_KEY) is not None:
+            keys.append(ApiKey(name="default", sha256=digest(plain_key(env[ENV_KEY], ENV_KEY))))
         if not keys:
             raise ConfigError(
                 "policy-router serve needs at least one API key: a server.keys section in "
@@ -57,11 +58,13 @@ class Tenants:
         names = [k.name for k in keys]
         if len(set(names)) != len(names):
             raise ConfigError(f"server.keys: the key name 'default' is {ENV_KEY}'s; rename yours")
+        check_distinct(tuple(keys), f"server.keys and {ENV_KEY}")
         policies = dict(loaded.policies)
         self._owned = policies.get("store") is not None
         self.store: Any = policies.setdefault("store", InMemoryStore())
         self.deadline: float | None = policies.get("deadline")
         self._windows = self.store.bind(policies.get("name", "default"), MonotonicClock(), lambda _: None)
+        self.owners = Owners(self._windows)
         self._tenants = [
             Tenant(key, Router(loaded.routes, **{**policies, "budget": key.budget or policies.get("budget")}))
             for key in keys
@@ -73,10 +76,14 @@ class Tenants:
 
     def find(self, authorization: str | None) -> Tenant:
         """The tenant whose key the `Authorization: Bearer <key>` header carries; compared
-        by SHA-256 in constant time, every key asked."""
-        if not authorization or not authorization.lower().startswith("bearer "):
+        by SHA-256 in constant time, every key asked. Only spaces and tabs around the key
+        are dropped: any other character is part of what was presented."""
+        if not authorization or authorization[:7].lower() != "bearer ":
             raise Unauthorized("no API key: send Authorization: Bearer <key>")
-        presented = digest(authorization[7:].strip())
+        token = authorization[7:].strip(" \t")
+        if not token:
+            raise Unauthorized("no API key: send Authorization: Bearer <key>")
+        presented = digest(token)
         found = None
         for tenant in self._tenants:
             if hmac.compare_digest(presented, tenant.key.sha256):
