@@ -41,6 +41,7 @@ from .observe.metrics import (
     SQLiteMetrics,
 )
 from .observe.observers import AttemptLog, LogObserver, read_attempts, read_skips
+from .policies.accounts import BudgetThreshold
 from .policies.breaker import Breaker, RestClosed, RestOpened
 from .policies.budget import Budget, Spending
 from .policies.capabilities import Capabilities
@@ -55,6 +56,7 @@ from .policies.score import RouteScore, Score
 from .router import Router
 from .state.memory import InMemoryStore
 from .state.redis.store import RedisStore
+from .state.sqlite import SQLiteStore
 from .state.store import Health, Store, StoreBack, StoreLost
 from .state.windows import Window
 
@@ -69,6 +71,7 @@ __all__ = [
     "AttemptLog",
     "Breaker",
     "Budget",
+    "BudgetThreshold",
     "Capabilities",
     "Capability",
     "Changes",
@@ -119,6 +122,7 @@ __all__ = [
     "Router",
     "RouterClosedError",
     "SQLiteMetrics",
+    "SQLiteStore",
     "Score",
     "Skip",
     "Spending",

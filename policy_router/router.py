@@ -68,14 +68,20 @@ class Router:
         order: How a group's routes are ordered (`Order`, its name, your `Ordering`), or a
             mapping of group to one.
         budget: The most the router may spend (`Budget("5.00")`), refused before sending.
+        budgets: More budgets, each over its period and scope (`Budget("5.00",
+            period="day", per="user")`, `tag=`, `route=`, ...): a call reserves its worst
+            case against every one it falls under, at once; a route's budget skips the
+            route when it cannot take the call (see `Budget`).
         breaker: `Breaker()` by default (a failing route rests 5 s, doubling to 15 s, so a
             recovered one is asked again within 15 s); `None` for none, or a mapping of
             its fields.
         retry: Retries on the same route (`Retry(...)`); none by default.
         deadline: Seconds for the whole request, across routes and retries (a call's own
             `deadline=` overrides it); none by default.
-        store: Where health, spend and windows live: this process by default, or
-            `RedisStore(url)`, shared by every process whose router has the same `name`.
+        store: Where health, spend and windows live: this process by default,
+            `SQLiteStore(path)` (kept across restarts, shared by the processes of one
+            machine), or `RedisStore(url)`, shared by every process whose router has the
+            same `name`.
         observers: Callables told every skip, attempt, wait and rest (see `events`).
         clock: The clock of rests, windows and deadlines (`ManualClock` in tests).
         stream_failure: `"raise"` (a stream that dies after its first chunk raises inside
@@ -105,6 +111,7 @@ class Router:
         name: str = "default",
         order: Order | str | Ordering | Mapping[str, Order | str | Ordering] = Order.AS_LISTED,
         budget: Budget | None = None,
+        budgets: Sequence[Budget] = (),
         breaker: Breaker | Mapping[str, Any] | None = Breaker(),  # noqa: B008 (immutable)
         retry: Retry | None = None,
         deadline: float | None = None,
@@ -127,6 +134,7 @@ class Router:
                 "name": name,
                 "order": order,
                 "budget": budget,
+                "budgets": budgets,
                 "breaker": breaker,
                 "retry": retry,
                 "deadline": deadline,
@@ -223,6 +231,8 @@ class Router:
 
     unusable = handed("_view", Inspection.unusable)
     spending = handed("_view", Inspection.spending)
+    budgets = handed("_view", Inspection.budgets)
+    set_budget = handed("_view", Inspection.set_budget)
     health = handed("_view", Inspection.health)
     usage = handed("_view", Inspection.usage)
     report = handed("_view", Inspection.report)

@@ -29,6 +29,7 @@ from policy_router import (
     Router,
     Score,
     SQLiteMetrics,
+    SQLiteStore,
 )
 from policy_router.testing import Fail, FakeProvider
 
@@ -48,11 +49,12 @@ SETTINGS: dict[str, Callable[..., Any]] = {
     "Route": lambda **kw: Route("openai/x", api_base="http://127.0.0.1:9", **kw),
     "Router": lambda **kw: Router([Route("openai/x", api_base="http://127.0.0.1:9")], **kw),
     "SQLiteMetrics": lambda **kw: SQLiteMetrics(Path("unused.sqlite"), **kw),
+    "SQLiteStore": lambda **kw: SQLiteStore(Path("unused-state.sqlite"), **kw),
     "Score": Score,
 }
 # Public classes whose numbers are read, not set: records the router hands out, and errors.
 READ_ONLY = {
-    "AllRestingError", "Attempt", "DeadlineExceededError", "Health", "Journey", "MetricRow",
+    "AllRestingError", "Attempt", "BudgetThreshold", "DeadlineExceededError", "Health", "Journey", "MetricRow",
     "OrderContext", "RateLimitedError", "RestOpened", "RetryContext", "RouteScore",
     "StoreBack", "Waited", "Window",
 }  # fmt: skip

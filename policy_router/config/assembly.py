@@ -11,7 +11,7 @@ ordering object (FASTEST's statistics, a caller's own) whose group keeps the sam
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from ..core.validate import check_policies
 from ..drive.planning import Planner
 from ..drive.seam import model_info, settings
 from ..drive.stream import StreamRestart
-from ..ground.clock import Clock, MonotonicClock
+from ..ground.clock import Clock, MonotonicClock, wall_of
 from ..ground.deadline import check_seconds
 from ..ground.errors import ConfigError
 from ..ground.route import Route, identities
@@ -27,11 +27,11 @@ from ..observe.metrics import Recorder
 from ..observe.observers import AttemptLog, Observer, fan_out, router_emit
 from ..observe.report import History
 from ..policies.breaker import Breaker, HealthBook, breaker_of, counting_for
-from ..policies.budget import Ledger
 from ..policies.candidate import candidate_for
 from ..policies.hedge import Hedge
 from ..policies.order import Order, Ordering, ranks_by_health
 from ..policies.orderings import choose
+from ..policies.scopes import Budgets
 from ..state.memory import InMemoryStore
 from ..state.store import Store
 from . import learning
@@ -42,6 +42,7 @@ ARGUMENTS: Mapping[str, Any] = {
     "name": "default",
     "order": Order.AS_LISTED,
     "budget": None,
+    "budgets": (),
     "breaker": Breaker(),
     "retry": None,
     "deadline": None,
@@ -74,7 +75,7 @@ class Assembly:
     emit: Callable[[object], None]
     history: History
     observers: tuple[Observer, ...]
-    ledger: Ledger | None
+    budgets: Budgets | None
     health: HealthBook | None
     planner: Planner
     restart: bool
@@ -173,7 +174,7 @@ def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assem
             previous.given_store if same_place and previous else InMemoryStore()
         )
         store = given.bind(a["name"], clock, emit)
-    ledger = Ledger(a["budget"], store) if a["budget"] is not None else None
+    budgets = _budgets(a["budget"], a["budgets"], store, routes, clock, emit)
     breaker = breaker_of(a["breaker"]) or counting_for(ranks_by_health([default, *orders.values()]))
     health = HealthBook(breaker, store, emit) if breaker else None
     # A request's start and end go only to the caller's observers that may want them.
@@ -182,7 +183,7 @@ def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assem
         [candidate_for(r, *model_info.model_info(r)) for r in routes],
         order=default,
         orders=orders,
-        ledger=ledger,
+        budgets=budgets,
         health=health,
         retry=a["retry"],
         deadline=deadline,
@@ -208,10 +209,28 @@ def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assem
         emit=emit,
         history=history,
         observers=observers,
-        ledger=ledger,
+        budgets=budgets,
         health=health,
         planner=planner,
         restart=a["stream_failure"] == "restart",
         on_restart=a["on_restart"],
         recorder=recorder,
     )
+
+
+def _budgets(
+    own: Any, scoped: Any, store: Store, routes: Sequence[Route], clock: Clock, emit: Callable[[object], None],
+) -> Budgets | None:
+    """The router's budgets over its store: its `budget=` and its `budgets=[...]`."""
+    from ..policies.budget import Budget
+
+    if isinstance(scoped, Budget) or not isinstance(scoped, Sequence) or isinstance(scoped, str):
+        raise ConfigError(f"budgets must be a list of Budget, got {type(scoped).__name__}")
+    for i, b in enumerate(scoped):
+        if not isinstance(b, Budget):
+            raise ConfigError(f"budgets[{i}] must be a Budget, got {type(b).__name__}")
+    if own is None and not scoped:
+        return None
+    budgets = Budgets(own, list(scoped), store, routes=routes, wall=wall_of(clock), emit=emit)
+    budgets.live()  # the caps set live, read now: no call waits on the store for them
+    return budgets

@@ -57,16 +57,39 @@ class Inspection:
             if not c.capabilities.known
         }
 
-    def spending(self) -> Spending:
-        """The budget's account: spent, reserved, left, calls, and whether it is exact.
+    def spending(self, /, scope: str | None = None, **named: str) -> Spending:
+        """A budget's account: spent, reserved, left, calls, and whether it is exact.
 
-        With a shared store that cannot be reached it raises `StoreUnavailableError`
-        rather than report a figure it could not read.
+        `spending()` is the router's own budget's; `spending(user="u-42")`,
+        `spending(tag="team:search")`, `spending(route="openai-prod")`, `spending(key=...)`,
+        `spending(team=...)` or `spending("user:u-42")` one scope's, in its period now (a
+        scope with no spend yet is a zero account, not an error). A scope two budgets cover
+        (a daily and a monthly cap) gives the tighter (`budgets()` lists both). With a shared store
+        that cannot be reached it raises `StoreUnavailableError` rather than report a figure
+        it could not read; a scope no budget covers is a `ConfigError`.
         """
         self._open()
-        if self._now.ledger is None:
+        if self._now.budgets is None:
             raise ConfigError("this router has no budget; build it with budget=Budget(...)")
-        return self._now.ledger.spending()
+        return self._now.budgets.spending(scope, **named)
+
+    def budgets(self) -> list[Spending]:
+        """Every scope's account in its period now: each budget's (at zero when nothing was
+        spent), each user, tag, key or team a `per=` budget has seen spend this period, and
+        each cap set live; each `Spending` says its `scope`, `period`, `period_start` and
+        `resets_at`. Empty for a router without budgets."""
+        self._open()
+        return [] if self._now.budgets is None else self._now.budgets.every()
+
+    def set_budget(self, scope: str, budget: Any) -> None:
+        """Set the cap of `scope` (`"user:u-42"`, `"key:alice"`, `"all"`, ...) live, over the
+        configured budgets of that scope, for every process sharing the store (each reads
+        it to every call made a second after); `budget` None removes it (the configured ones apply again).
+        What the server's `PUT` and `DELETE /v1/budgets/{scope}` do."""
+        self._open()
+        if self._now.budgets is None:
+            raise ConfigError("this router has no budget; build it with budget=Budget(...) or budgets=[...]")
+        self._now.budgets.set_cap(scope, budget)
 
     def health(self) -> HealthTable:
         """Every route's health record by name (closed and untouched routes included), with
@@ -168,7 +191,7 @@ class Inspection:
         to a provider (a shared store is pinged). An empty list means no problem was found,
         not that every provider will answer: `preflight(live=True)` asks them.
         """
-        budget = self._now.ledger.budget if self._now.ledger is not None else None
+        budget = self._now.budgets.first if self._now.budgets is not None else None
         found = problems(self._now.routes, self.unusable(), budget, self._now.store, max_age_days, today)
         return [*self._life.notes, *shared_ids(list(self._now.routes)), *found]
 

@@ -24,15 +24,15 @@ from ..ground.money import Money, Usage
 from ..ground.outcome import Wire
 from ..ground.records import Skip
 from ..ground.route import Route
+from ..policies.accounts import Account, Reservation
 from ..policies.bounds import RequestFacts, counted_tokens
-from ..policies.budget import Reservation
 from ..policies.candidate import Candidate
 from ..state.admission import Admission, Admitting, Settlement
 from ..state.store import Steps, StoreCall, StoreDeadline
 
 if TYPE_CHECKING:
     from ..policies.breaker import HealthBook
-    from ..policies.budget import Ledger
+    from ..policies.ledger import Ledger
     from ..policies.limits import RateBook
     from ..policies.prices import Price
     from ..state.store import Store
@@ -71,6 +71,8 @@ class Gate:
     def admit(self, candidate: Candidate, at: float, token: str) -> Steps[Admitted | Skip]:
         """Admit `candidate` to be sent at `at` (a retry is checked as of when it will be
         sent), as attempt `token`, or the skip that stops it, with nothing left held."""
+        if self.ledger is not None:
+            yield from self.ledger.ready()
         if self.at_once and (self.health or self.rates or self.ledger):
             admitted = yield from self._admit_at_once(candidate, at, token)
             if admitted is not None:
@@ -84,7 +86,8 @@ class Gate:
         must decide (a record that is not closed, a store that could not be reached)."""
         name = candidate.id
         priced: tuple[int, Price | None, bool] | None = None
-        if self.ledger is not None and self.facts is not None:
+        accounts = self._accounts(candidate)
+        if accounts and self.ledger is not None and self.facts is not None:
             verdict = self.ledger.priced(candidate, self.facts)
             if isinstance(verdict, Skip):
                 return None  # the breaker's verdict comes first: asked in turn
@@ -100,10 +103,9 @@ class Gate:
             token=token,
             health=self.health is not None,
             take=take,
-            budget=self.ledger.budget.name if priced is not None and self.ledger else None,
+            budgets=tuple((a.name, a.cap) for a in accounts) if priced is not None else (),
             hold=hold,
             amount=priced[0] if priced is not None else 0,
-            cap=self.ledger.budget.cap.micros if self.ledger is not None else None,
         )
         try:
             got: Admitting = yield StoreCall("admit", (ask,))
@@ -127,20 +129,26 @@ class Gate:
         held = None
         if priced is not None and self.ledger is not None:
             amount, price, bounded = priced
-            held = Reservation(amount=amount, price=price, bounded=bounded, id=hold)
+            held = Reservation(
+                amount=amount, price=price, bounded=bounded, id=hold, accounts=tuple(a for a, _ in ask.budgets),
+            )
             if not got.reserved:
                 assert got.spend is not None
-                refusal = self.ledger.refused(candidate, held, got.spend)
+                refusal = self.ledger.refused(candidate, held, got.spend, accounts[got.refused])
                 if isinstance(refusal, Skip):
                     if slot is not None and not ask.amount and self.rates is not None:
                         yield from self.rates.finish(name, token, None)
                     return refusal
         return Admitted(False, slot, held)
 
+    def _accounts(self, candidate: Candidate) -> tuple[Account, ...]:
+        """The budget accounts sending to `candidate` reserves against (none: no budget)."""
+        return self.ledger.accounts_for(candidate) if self.ledger is not None else ()
+
     def _undo(self, ask: Admission) -> Steps[None]:
         """Give back by id what an admission may have taken (each write applies once)."""
-        if ask.budget is not None and ask.amount and self.ledger is not None:
-            yield StoreCall("release", (ask.budget, ask.hold), write=True)
+        if ask.budgets and ask.amount and self.ledger is not None:
+            yield StoreCall("release_all", (tuple(a for a, _ in ask.budgets), ask.hold), write=True)
         if ask.take is not None and self.rates is not None:
             yield from self.rates.finish(ask.route, ask.token, None)
 
@@ -171,7 +179,7 @@ class Gate:
                     yield from self.health.release(name, token)
                 return full
         held = None
-        if self.ledger is not None and self.facts is not None:
+        if self.ledger is not None and self.facts is not None and self._accounts(candidate):
             admitted = yield from self.ledger.admit(candidate, self.facts)
             if isinstance(admitted, Skip):
                 if self.health is not None:
@@ -243,7 +251,7 @@ class Gate:
         done = Settlement(
             route=candidate.id,
             token=send.token,
-            budget=self.ledger.budget.name if held is not None and self.ledger else None,
+            budgets=held.accounts if held is not None and self.ledger else (),
             hold=held.id if held is not None else "",
             cost=charged,
             measured=measured,
@@ -254,6 +262,8 @@ class Gate:
             op=op,
         )
         yield StoreCall("conclude", (done,), write=True)
+        if held is not None and self.ledger is not None:
+            yield from self.ledger.crossed(held.accounts)
         if made is not None:
             made()
         return money

@@ -8,6 +8,8 @@ route lacked (DESIGN §2).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from ..ground.deadline import Deadline
 from ..ground.errors import (
     AllRestingError,
@@ -89,8 +91,15 @@ def unanswered(
         f"no route in group {journey.group!r} can serve this request "
         f"(needs {journey.requirements.describe()}): {reasons}"
     )
-    if any(s.check is Check.BUDGET for s in journey.skips):
-        return OverBudgetError(message + "; nothing was sent", journey=journey)
+    budget = [s for s in journey.skips if s.check is Check.BUDGET]
+    if budget:
+        tightest = min(budget, key=lambda s: s.detail.get("left", 0))
+        resets = tightest.detail.get("resets_at")
+        return OverBudgetError(
+            message + "; nothing was sent", journey=journey,
+            scope=str(tightest.detail.get("scope", "all")),
+            resets_at=None if resets is None else datetime.fromtimestamp(resets, UTC),
+        )
     if any(s.detail.get("store_unreachable") for s in journey.skips) and not last:
         # A limit that could not be read is no limit reached: the caller is told of the
         # outage, not asked to come back in an infinite number of seconds.

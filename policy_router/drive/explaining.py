@@ -43,7 +43,7 @@ def explanation(
     # The live call's window check, so that explain lists the skip the call would make.
     sifted = window.fitted(endpoint, kwargs, sift(candidates, needs), prompt)
     return explain(
-        group, candidates, needs, ordering, planner.ledger, facts, windows,
+        group, candidates, needs, ordering, planner.budgets.for_call(kwargs, kwargs.get("scope")) if planner.budgets else None, facts, windows,
         _notes(planner, group, candidates, facts, endpoint, needs), sifted=sifted,
     )
 

@@ -22,7 +22,7 @@ same journey.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -80,6 +80,8 @@ class Call:
     hedge: Hedge | None = None
     own_hedge: bool = False
     """Whether the call gave its own `hedge=` (else its group's applies)."""
+    scope: Mapping[str, str] | None = None
+    """Who the call is for (its `scope=`: a server's key and team), for its budgets."""
     prompt: Prompt | None = field(default=None, compare=False, repr=False)
     """The call's prompt as its checks measure it, once (`drive.prompt`): made by the first
     check that reads it; a cache, not part of what the call is."""

@@ -29,7 +29,6 @@ from ..ground.records import Skip
 from ..ground.route import Route
 from ..policies.bounds import RequestFacts
 from ..policies.breaker import HealthBook
-from ..policies.budget import Ledger
 from ..policies.candidate import Candidate
 from ..policies.group_info import group_info
 from ..policies.hedge import Hedge, HedgeShares, Latencies, side_effect
@@ -46,6 +45,7 @@ from ..policies.order import (
 )
 from ..policies.requirements import Requirements
 from ..policies.retry import Retry
+from ..policies.scopes import Budgets, scope_of
 from ..state.store import Store
 from . import plain, window
 from .express import Call, Lane, takes_lane
@@ -58,7 +58,7 @@ __all__ = ["POLICY_KWARGS", "Call", "Planner"]
 _ON_DEVICE = Requirements(on_device=True)
 
 # Keywords the router takes out of a call before LiteLLM sees it.
-POLICY_KWARGS = ("on_device", "needs", "deadline", "retry", "wait_for_capacity", "hedge")
+POLICY_KWARGS = ("on_device", "needs", "deadline", "retry", "wait_for_capacity", "hedge", "scope")
 _TAKEN = frozenset((*POLICY_KWARGS, *REFUSED_KWARGS))
 
 _SIFTED = 1024  # (group, needs) pairs kept sifted
@@ -75,7 +75,7 @@ class Planner:
         *,
         order: Order | Ordering,
         orders: Mapping[str, Order | Ordering],
-        ledger: Ledger | None,
+        budgets: Budgets | None,
         health: HealthBook | None,
         retry: Retry | None,
         deadline: float | None,
@@ -95,7 +95,7 @@ class Planner:
             self.by_model[c.route.model] = (*self.by_model.get(c.route.model, ()), c)
         self._order = order
         self._orders = dict(orders)
-        self.ledger = ledger
+        self.budgets = budgets
         self.health = health
         self._retry = retry
         self._deadline = deadline
@@ -145,7 +145,7 @@ class Planner:
         self._express = {
             g
             for g in self.groups
-            if ledger is None
+            if budgets is None
             and frame is None
             and self._hedges[g] is None
             and not store.remote
@@ -222,14 +222,14 @@ class Planner:
         """Measure the request once, and only what a price decision needs: the token count
         orders routes (and explains), the bounds hold the budget (`facts.measured`)."""
         count = explaining or prices_order(self.order_of(group))
-        if self.ledger is None and not count and group not in self._counted:
+        if self.budgets is None and not count and group not in self._counted:
             return None
         return measured(
             endpoint,
             kwargs,
             count=count,
-            bounded=self.ledger is not None or group in self._counted,
-            image_tokens=self.ledger.budget.image_tokens if self.ledger else 0,
+            bounded=self.budgets is not None or group in self._counted,
+            image_tokens=self.budgets.image_tokens if self.budgets else 0,
             prompt=prompt,
         )
 
@@ -307,6 +307,7 @@ class Planner:
             seconds=kwargs.get("deadline", self._deadline),
             timeout=float(timeout) if isinstance(timeout, int | float) else None,
             retry=retry, wait=wait, previous=previous, lane=entry[1], hedge=kwargs.get("hedge"), own_hedge="hedge" in kwargs,
+            scope=scope_of(kwargs.get("scope")),
         )
 
     def _sift(
@@ -370,7 +371,7 @@ class Planner:
             clock=self._clock,
             ordering=ordering,
             by_health=by_health,
-            ledger=self.ledger,
+            ledger=self.budgets.for_call(call.call_kwargs, call.scope) if self.budgets else None,
             facts=facts,
             health=self.health,
             retry=self._retry_for if retry is None else (lambda _route: retry),

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from .numbers import check_number
 
-__all__ = ["Clock", "ManualClock", "MonotonicClock"]
+__all__ = ["Clock", "ManualClock", "MonotonicClock", "wall_of"]
 
 
 @runtime_checkable
@@ -36,18 +37,36 @@ class MonotonicClock:
     def now(self) -> float:
         return time.monotonic()
 
+    def wall(self) -> float:
+        """Seconds since the epoch: what a budget's day, week or month is read on."""
+        return time.time()
+
     def __repr__(self) -> str:
         return "MonotonicClock()"
+
+
+def wall_of(clock: Clock) -> Callable[[], float]:
+    """The calendar time of `clock` (seconds since the epoch): its `wall()` when it has
+    one, else the system's. Budgets' periods are read on it; durations never are."""
+    wall = getattr(clock, "wall", None)
+    return wall if callable(wall) else time.time
 
 
 class ManualClock:
     """A clock that moves only when told to; thread-safe. Meant for tests and notebooks."""
 
-    __slots__ = ("_lock", "_now")
+    __slots__ = ("_lock", "_now", "_start", "_wall")
 
-    def __init__(self, start: float = 0.0) -> None:
-        self._now = check_number(start, "ManualClock start", above=None)
+    def __init__(self, start: float = 0.0, *, wall: float | None = None) -> None:
+        self._now = self._start = check_number(start, "ManualClock start", above=None)
         self._lock = threading.Lock()
+        # The calendar moves with the clock, from `wall` (seconds since the epoch) or now.
+        self._wall = time.time() if wall is None else check_number(wall, "ManualClock wall", above=None)
+
+    def wall(self) -> float:
+        """Seconds since the epoch, as far on from `wall` as the clock is from `start`."""
+        with self._lock:
+            return self._wall + (self._now - self._start)
 
     def now(self) -> float:
         with self._lock:

@@ -94,7 +94,21 @@ class NoRouteError(PolicyRouterError, LookupError):
 
 
 class OverBudgetError(NoRouteError):
-    """The budget refused every route that could otherwise serve; nothing was sent."""
+    """The budgets refused every route that could otherwise serve; nothing was sent.
+
+    `scope` names the tightest budget that refused (`"all"`, `"user:u-42"`,
+    `"key:alice"`, ...: the one with least left), and `resets_at` when its period ends (a
+    timezone-aware datetime; None for a budget that never resets): a retry after it may
+    fit. The message names every route's refusal, each with its scope, cap and what is
+    left."""
+
+    scope: str
+    resets_at: Any
+
+    def __init__(self, message: str, *, journey: Any = None, scope: str = "all", resets_at: Any = None) -> None:
+        super().__init__(message, journey=journey)
+        self.scope = scope
+        self.resets_at = resets_at
 
 
 class AllRestingError(NoRouteError):

@@ -20,6 +20,7 @@ from loguru import logger
 
 from ..core.journey import Attempt, Waited
 from ..ground.records import Skip
+from ..policies.accounts import BudgetThreshold
 from ..policies.breaker import RestClosed, RestOpened, denied_at_preflight
 from ..state.store import StoreBack, StoreLost
 
@@ -55,7 +56,8 @@ def _dropped() -> bool:
 class LogObserver:
     """Loguru lines: a route's first rest of an outage at WARNING with the provider's own
     error text, later rests and every skip, attempt or wait for capacity at DEBUG (with the
-    request's id), a recovery at INFO; a shared store lost, and back, at WARNING."""
+    request's id), a recovery at INFO; a shared store lost, and back, and a budget's
+    threshold crossed (`BudgetThreshold`), at WARNING."""
 
     def __call__(self, record: object) -> None:
         log = logger
@@ -93,6 +95,13 @@ class LogObserver:
                 "and health resumed",
                 record.store,
                 record.after,
+            )
+        elif isinstance(record, BudgetThreshold):
+            log.warning(
+                "policy_router: budget {} passed {:.0%} of its cap: {} spent of {}{}",
+                record.scope, record.fraction, record.spent, record.cap,
+                f" ({record.period}, resets {record.resets_at:%Y-%m-%d %H:%M} UTC)"
+                if record.resets_at is not None else "",
             )
 
 

@@ -58,6 +58,7 @@ from ..core.events import AttemptStarted, RequestEnded, RequestStarted
 from ..core.journey import Attempt, Waited
 from ..ground import catalog
 from ..ground.records import Check, Skip
+from ..policies.accounts import BudgetThreshold
 from .genai import OPERATIONS, PROVIDERS, settings_attributes
 from .otel_metrics import Instruments, Watched
 
@@ -146,6 +147,20 @@ class OTelObserver:
                     "policy_router.wait",
                     {"policy_router.wait_seconds": record.seconds, "policy_router.why": record.why},
                 )
+        elif isinstance(record, BudgetThreshold) and self._tracer is not None:
+            # Told while the call that crossed it settles: an event of the span current then.
+            from opentelemetry import trace as trace_api
+
+            trace_api.get_current_span().add_event(
+                "policy_router.budget_threshold",
+                {
+                    "policy_router.scope": record.scope,
+                    "policy_router.fraction": record.fraction,
+                    "policy_router.spent": str(record.spent.amount),
+                    "policy_router.cap": str(record.cap.amount),
+                    "policy_router.currency": record.cap.currency,
+                },
+            )
 
     def _request_started(self, record: RequestStarted) -> None:
         operation = OPERATIONS.get(record.operation, record.operation)

@@ -28,18 +28,18 @@ class Admission:
 
     `health`: read the route's record and go on only while it is closed (a closed route is
     admitted unchanged by the breaker; any other state is left to the breaker's own steps).
-    `take`: (tokens, rpm, tpm) of a rate slot named `token`. `budget`: reserve `amount`
-    under `hold` within `cap`, or, with `amount` 0, only read the budget's state.
+    `take`: (tokens, rpm, tpm) of a rate slot named `token`. `budgets`: reserve `amount`
+    under `hold` in every one of these (account, cap) pairs at once, or in none; with
+    `amount` 0, only read the first one's state.
     """
 
     route: str
     token: str
     health: bool = False
     take: tuple[int, int | None, int | None] | None = None
-    budget: str | None = None
+    budgets: tuple[tuple[str, int | None], ...] = ()
     hold: str = ""
     amount: int = 0
-    cap: int | None = None
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -47,25 +47,26 @@ class Admitting:
     """What `Store.admit` did. `went_on` is False when the route's record was not closed:
     then nothing was taken or held. `window` is the take's window (None when not asked or
     not reached); a full window holds nothing. `reserved` says the hold is held; `spend` is
-    the budget's state when it was refused (or only read), for the reason. A refused hold
-    gives the slot back in the same operation."""
+    the state of the account that refused it, the `refused`-th (or of the first, only
+    read), for the reason. A refused hold gives the slot back in the same operation."""
 
     health: Health
     went_on: bool = True
     window: Window | None = None
     reserved: bool = False
     spend: SpendState | None = None
+    refused: int = 0
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
 class Settlement:
     """One answered attempt's settlement as one operation (see `Store.conclude`): the
-    budget's settle (when `budget` is set), the rate slot's finish (when `slot`), and the
-    health `change` (when given) written as `op` on behalf of `token`."""
+    settle of its hold in each of `budgets` (its accounts), the rate slot's finish (when
+    `slot`), and the health `change` (when given) written as `op` on behalf of `token`."""
 
     route: str
     token: str
-    budget: str | None = None
+    budgets: tuple[str, ...] = ()
     hold: str = ""
     cost: int = 0
     measured: bool = True
@@ -88,19 +89,22 @@ def admit_in_turn(store: Store, ask: Admission) -> Admitting:
         window = store.take(ask.route, ask.token, tokens, rpm, tpm)
         if not window.taken:
             return Admitting(health=health, window=window)
-    if ask.budget is None:
+    if not ask.budgets:
         return Admitting(health=health, window=window)
-    if ask.amount and store.reserve(ask.budget, ask.hold, ask.amount, ask.cap):
+    refused = store.reserve_all(ask.budgets, ask.hold, ask.amount) if ask.amount else 0
+    if refused < 0:
         return Admitting(health=health, window=window, reserved=True)
     if ask.amount and window is not None:
         store.finish(ask.route, ask.token, None)
-    return Admitting(health=health, window=window, spend=store.spend_state(ask.budget))
+    return Admitting(
+        health=health, window=window, spend=store.spend_state(ask.budgets[refused][0]), refused=refused,
+    )
 
 
 def conclude_in_turn(store: Store, done: Settlement) -> None:
     """`Store.conclude` made of the store's own atomic methods, one after another."""
-    if done.budget is not None:
-        store.settle(done.budget, done.hold, done.cost, measured=done.measured, bounded=done.bounded)
+    if done.budgets:
+        store.settle_all(done.budgets, done.hold, done.cost, measured=done.measured, bounded=done.bounded)
     if done.slot:
         store.finish(done.route, done.token, done.tokens)
     if done.change is not None:

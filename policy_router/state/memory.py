@@ -7,7 +7,7 @@ reservation's id and take effect once (see `state.store` for the contract it kee
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache, TTLCache
@@ -74,6 +74,8 @@ class InMemoryStore:
         # Which route made each response (Responses continuity), for as long as the
         # provider keeps it, the oldest forgotten first past this many.
         self._made: TTLCache[str, tuple[str, bool]] = TTLCache(maxsize=100_000, ttl=30 * 24 * 3600)
+        self._caps: dict[str, str] = {}  # caps set live, by scope
+        self._claims: LRUCache[str, bool] = LRUCache(maxsize=100_000)  # thresholds told
 
     def remember_response(self, response: str, route: str, on_device: bool, seconds: float) -> None:
         with self._lock:
@@ -89,44 +91,105 @@ class InMemoryStore:
             account = self._spend[budget] = [0, 0, 0, 0, 0, 0]
         return account
 
+    # A hold in one account is `reserve`/`settle`/`release`, in several the `_all` methods
+    # (`Store`): a hold in one account goes through the one-account method, so a subclass
+    # that watches those sees every budget write.
     def reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
-        key = (budget, hold)
+        return self._reserve(((budget, cap),), hold, amount) < 0
+
+    def reserve_all(self, accounts: Sequence[tuple[str, int | None]], hold: str, amount: int) -> int:
+        if len(accounts) == 1:
+            (budget, cap), = accounts
+            return -1 if self.reserve(budget, hold, amount, cap) else 0
+        return self._reserve(accounts, hold, amount)
+
+    def _reserve(self, accounts: Sequence[tuple[str, int | None]], hold: str, amount: int) -> int:
         with self._lock:
-            if key in self._holds:
-                return True
-            account = self._account(budget)
-            if key in self._done or (cap is not None and account[0] + account[1] + amount > cap):
-                return False
-            self._holds[key] = amount
-            account[1] += amount
-            account[5] += 1
-            return True
+            fresh = []
+            for i, (budget, cap) in enumerate(accounts):
+                key = (budget, hold)
+                if key in self._holds:
+                    continue  # held already (a replay): held in this account
+                account = self._account(budget)
+                if key in self._done or (cap is not None and account[0] + account[1] + amount > cap):
+                    return i
+                fresh.append((key, account))
+            for key, account in fresh:
+                self._holds[key] = amount
+                account[1] += amount
+                account[5] += 1
+            return -1
 
     def settle(self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
-        key = (budget, hold)
+        self._settle((budget,), hold, cost, measured, bounded)
+
+    def settle_all(self, accounts: Sequence[str], hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
+        if len(accounts) == 1:
+            self.settle(accounts[0], hold, cost, measured=measured, bounded=bounded)
+        else:
+            self._settle(accounts, hold, cost, measured, bounded)
+
+    def _settle(self, accounts: Sequence[str], hold: str, cost: int, measured: bool, bounded: bool) -> None:
         with self._lock:
-            if key in self._done:
-                return
-            self._done[key] = True
-            amount = self._holds.pop(key, None)
-            account = self._account(budget)
-            account[0] += cost
-            account[2] += 1
-            account[3] += not measured
-            account[4] += not bounded
-            if amount is not None:
-                account[1] -= amount
-                account[5] -= 1
+            for budget in accounts:
+                key = (budget, hold)
+                if key in self._done:
+                    continue
+                self._done[key] = True
+                amount = self._holds.pop(key, None)
+                account = self._account(budget)
+                account[0] += cost
+                account[2] += 1
+                account[3] += not measured
+                account[4] += not bounded
+                if amount is not None:
+                    account[1] -= amount
+                    account[5] -= 1
 
     def release(self, budget: str, hold: str) -> None:
-        key = (budget, hold)
+        self._release((budget,), hold)
+
+    def release_all(self, accounts: Sequence[str], hold: str) -> None:
+        if len(accounts) == 1:
+            self.release(accounts[0], hold)
+        else:
+            self._release(accounts, hold)
+
+    def _release(self, accounts: Sequence[str], hold: str) -> None:
         with self._lock:
-            self._done[key] = True
-            amount = self._holds.pop(key, None)
-            if amount is not None:
-                account = self._account(budget)
-                account[1] -= amount
-                account[5] -= 1
+            for budget in accounts:
+                key = (budget, hold)
+                self._done[key] = True
+                amount = self._holds.pop(key, None)
+                if amount is not None:
+                    account = self._account(budget)
+                    account[1] -= amount
+                    account[5] -= 1
+
+    def budget_accounts(self) -> list[str]:
+        """Every budget account this store has (each scope in each period it spent in)."""
+        with self._lock:
+            return list(self._spend)
+
+    def budget_caps(self) -> dict[str, str]:
+        """The caps set live, by scope (see `Store.budget_caps`)."""
+        with self._lock:
+            return dict(self._caps)
+
+    def set_budget_cap(self, scope: str, cap: str | None) -> None:
+        with self._lock:
+            if cap is None:
+                self._caps.pop(scope, None)
+            else:
+                self._caps[scope] = cap
+
+    def claim(self, name: str, seconds: float) -> bool:
+        """True the first time `name` is claimed in `seconds` (a threshold told once)."""
+        with self._lock:
+            if name in self._claims:
+                return False
+            self._claims[name] = True
+            return True
 
     def spend_state(self, budget: str) -> SpendState:
         with self._lock:

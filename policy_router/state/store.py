@@ -27,7 +27,7 @@ idempotent by id, so a write that was cut short but did arrive is not made twice
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -272,7 +272,38 @@ class Store(Protocol):
         that is not held yet makes a later reserve of it a no-op."""
         ...
 
+    def reserve_all(self, accounts: Sequence[tuple[str, int | None]], hold: str, amount: int) -> int:
+        """`reserve` in every (budget, cap) of `accounts` at once, or in none: -1 when
+        `hold` is held in all of them after the call, else the index of the first that
+        refused (it does not fit, or `hold` was settled or released there)."""
+        ...
+
+    def settle_all(self, accounts: Sequence[str], hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
+        """`settle` in every one of `accounts`, in one operation."""
+        ...
+
+    def release_all(self, accounts: Sequence[str], hold: str) -> None:
+        """`release` in every one of `accounts`, in one operation."""
+        ...
+
     def spend_state(self, budget: str) -> SpendState: ...
+
+    def budget_accounts(self) -> list[str]:
+        """Every budget account the store holds (each scope in each period it spent in)."""
+        ...
+
+    def budget_caps(self) -> dict[str, str]:
+        """The caps set live, by scope: each the JSON of its budget's fields."""
+        ...
+
+    def set_budget_cap(self, scope: str, cap: str | None) -> None:
+        """Set the live cap of `scope` (None: remove it), for every process sharing the store."""
+        ...
+
+    def claim(self, name: str, seconds: float) -> bool:
+        """True for the first claim of `name` within `seconds`, across every process
+        sharing the store (a threshold is told once)."""
+        ...
 
     def health(self, route: str) -> Health: ...
 

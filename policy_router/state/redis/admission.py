@@ -32,15 +32,16 @@ from .link import Write
 __all__ = ["admit_args", "admitted", "changes", "conclude_args", "writes"]
 
 # KEYS: 1 health record; 2-6 the route's window (slots, tokens, flying, closed, slot done);
-# 7-9 the budget (account, holds, hold done). ARGV: 1 take ('1'/''), 2 slot, 3 tokens,
-# 4 rpm, 5 tpm, 6 window; 7 budget ('reserve', 'read' or ''), 8 hold, 9 amount, 10 cap,
-# 11 done ttl. Reply: seconds, micros, record, went on, window, reserved, spend state.
+# 7.. the budget accounts, three keys each (account, holds, hold done). ARGV: 1 take
+# ('1'/''), 2 slot, 3 tokens, 4 rpm, 5 tpm, 6 window; 7 budget ('reserve', 'read' or ''),
+# 8 hold, 9 amount, 10 how many accounts, 11 done ttl, 12.. their caps. Reply: seconds,
+# micros, record, went on, window, reserved, the refusing (or first) account's state, which.
 _ADMIT = (
     "-- policy_router: admit\n"
     + NOW
     + TAKE_FN
     + FINISH_FN
-    + budget_script.RESERVE_FN
+    + budget_script.RESERVE_ALL_FN
     + budget_script.STATE_FN
     + """
 local record = redis.call('HGETALL', KEYS[1])
@@ -53,30 +54,36 @@ if ARGV[1] == '1' then
                 ARGV[4], ARGV[5], tonumber(ARGV[6]))
   if window[1] == 0 then return {t[1], t[2], record, 1, window} end
 end
+local refused = 1
 if ARGV[7] == 'reserve' then
-  if reserve(KEYS[7], KEYS[8], KEYS[9], ARGV[8], tonumber(ARGV[9]), ARGV[10]) == 1 then
-    return {t[1], t[2], record, 1, window, 1}
-  end
+  local caps = {}
+  for i = 12, #ARGV do caps[i - 11] = ARGV[i] end
+  refused = reserve_all(7, tonumber(ARGV[10]), ARGV[8], tonumber(ARGV[9]), caps)
+  if refused == 0 then return {t[1], t[2], record, 1, window, 1} end
   if ARGV[1] == '1' then finish(KEYS[2], KEYS[3], KEYS[4], KEYS[6], ARGV[2], '', ARGV[11]) end
 end
-if ARGV[7] ~= '' then return {t[1], t[2], record, 1, window, 0, spend_state(KEYS[7], KEYS[8])} end
+if ARGV[7] ~= '' then
+  local k = 7 + 3 * (refused - 1)
+  return {t[1], t[2], record, 1, window, 0, spend_state(KEYS[k], KEYS[k + 1]), refused}
+end
 return {t[1], t[2], record, 1, window}
 """
 )
 
-# KEYS: 1 health record, 2 its write ids; 3-5 the budget (account, holds, hold done); 6-9
-# the slot (slots, tokens, flying, slot done). ARGV: 1 settle ('1'/''), 2 hold, 3 cost,
-# 4 unmeasured, 5 unbounded, 6 done ttl; 7 finish ('1'/''), 8 slot, 9 billed; 10 read
-# health ('1'/''), 11 the success's write id. Reply: {} or seconds, micros, record, applied.
+# KEYS: 1 health record, 2 its write ids; 3-6 the slot (slots, tokens, flying, slot done);
+# 7.. the budget accounts, three keys each. ARGV: 1 how many accounts to settle (0: none),
+# 2 hold, 3 cost, 4 unmeasured, 5 unbounded, 6 done ttl; 7 finish ('1'/''), 8 slot,
+# 9 billed; 10 read health ('1'/''), 11 the success's write id. Reply: {} or seconds,
+# micros, record, applied.
 _CONCLUDE = (
     "-- policy_router: conclude\n"
-    + budget_script.SETTLE_FN
+    + budget_script.SETTLE_ALL_FN
     + FINISH_FN
     + """
-if ARGV[1] == '1' then
-  settle(KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+if ARGV[1] ~= '0' then
+  settle_all(7, tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 end
-if ARGV[7] == '1' then finish(KEYS[6], KEYS[7], KEYS[8], KEYS[9], ARGV[8], ARGV[9], ARGV[6]) end
+if ARGV[7] == '1' then finish(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[8], ARGV[9], ARGV[6]) end
 if ARGV[10] ~= '1' then return {} end
 local t = redis.call('TIME')
 local applied = 0
@@ -86,18 +93,21 @@ return {t[1], t[2], redis.call('HGETALL', KEYS[1]), applied}
 )
 
 
+def _accounts(space: str, names: list[str], hold: str) -> list[str]:
+    return [k for name in names for k in budget_script.keys(f"{space}:budget:{name}", hold)]
 
 
 def admit_args(space: str, ask: Admission) -> tuple[Any, ...]:
     """The eval of `ask` under the key prefix `space`."""
     tokens, rpm, tpm = ask.take if ask.take is not None else (0, None, None)
-    mode = "" if ask.budget is None else "reserve" if ask.amount else "read"
+    mode = "" if not ask.budgets else "reserve" if ask.amount else "read"
+    accounts = _accounts(space, [name for name, _ in ask.budgets], ask.hold)
     return (
         _ADMIT,
-        9,
+        6 + len(accounts),
         Keys(space, ask.route).record,
         *window_keys(space, ask.route, ask.token),
-        *budget_script.keys(f"{space}:budget:{ask.budget or ''}", ask.hold),
+        *accounts,
         "1" if ask.take is not None else "",
         ask.token,
         tokens,
@@ -107,8 +117,9 @@ def admit_args(space: str, ask: Admission) -> tuple[Any, ...]:
         mode,
         ask.hold,
         ask.amount,
-        "" if ask.cap is None else ask.cap,
+        len(ask.budgets),
         DONE_TTL,
+        *("" if cap is None else cap for _, cap in ask.budgets),
     )
 
 
@@ -123,6 +134,7 @@ def admitted(reply: list[Any], clock: Clock, probe_lease: float) -> Admitting:
         window=decode_window(rest[0]) if rest and rest[0] else None,
         reserved=len(rest) > 1 and int(rest[1]) == 1,
         spend=budget_script.decode(rest[2]) if len(rest) > 2 else None,
+        refused=int(rest[3]) - 1 if len(rest) > 3 else 0,
     )
 
 
@@ -130,17 +142,18 @@ def conclude_args(space: str, done: Settlement) -> tuple[Any, ...]:
     """The eval of `done` under the key prefix `space`."""
     health = Keys(space, done.route).record
     slots, tokens, flying, _, slot_done = window_keys(space, done.route, done.token)
+    accounts = _accounts(space, list(done.budgets), done.hold)
     return (
         _CONCLUDE,
-        9,
+        6 + len(accounts),
         health,
         f"{health}:ops",
-        *budget_script.keys(f"{space}:budget:{done.budget or ''}", done.hold),
         slots,
         tokens,
         flying,
         slot_done,
-        "1" if done.budget is not None else "",
+        *accounts,
+        len(done.budgets),
         done.hold,
         done.cost,
         int(not done.measured),
@@ -166,9 +179,9 @@ def changes(done: Settlement, reply: list[Any], clock: Clock, probe_lease: float
 def writes(space: str, done: Settlement) -> list[Write]:
     """The budget and slot writes of a settlement, as the backlog keeps them."""
     out: list[Write] = []
-    if done.budget is not None:
-        key = f"{space}:budget:{done.budget}"
-        out.append(budget_script.settle(key, done.hold, done.cost, done.measured, done.bounded))
+    if done.budgets:
+        keys = [f"{space}:budget:{name}" for name in done.budgets]
+        out.append(budget_script.settle(keys, done.hold, done.cost, done.measured, done.bounded))
     if done.slot:
         out.append(finish_write(space, done.route, done.token, done.tokens, DONE_TTL))
     return out

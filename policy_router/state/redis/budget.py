@@ -9,6 +9,7 @@ them on its sync or async client.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..store import SpendState
@@ -16,13 +17,15 @@ from .health import DONE_TTL
 from .link import Write
 
 __all__ = [
+    "RESERVE_ALL_FN",
     "RESERVE_FN",
+    "SETTLE_ALL_FN",
     "SETTLE_FN",
     "STATE_FN",
     "decode",
     "keys",
     "release",
-    "reserve",
+    "reserve_all",
     "settle",
     "spend_state",
 ]
@@ -66,13 +69,54 @@ end
 # Gives the hold back, once; marks the id done even when it is not held yet, so a reserve
 # still on its way (sent before its reply was lost) is refused when it arrives.
 _RELEASE = """-- policy_router: release
-redis.call('SET', KEYS[3], '1', 'EX', ARGV[2])
-local held = redis.call('HGET', KEYS[2], ARGV[1])
-if held then
-  redis.call('HDEL', KEYS[2], ARGV[1])
-  redis.call('HINCRBY', KEYS[1], 'reserved', -tonumber(held))
+for k = 1, #KEYS, 3 do
+  redis.call('SET', KEYS[k + 2], '1', 'EX', ARGV[2])
+  local held = redis.call('HGET', KEYS[k + 1], ARGV[1])
+  if held then
+    redis.call('HDEL', KEYS[k + 1], ARGV[1])
+    redis.call('HINCRBY', KEYS[k], 'reserved', -tonumber(held))
+  end
 end
 return 1
+"""
+
+# The same, over n accounts at once: KEYS[first], KEYS[first + 1], KEYS[first + 2] are the
+# first account's (account, holds, done), and so on; `caps` their caps. Every account is
+# checked before any is held, so the hold is taken in all of them or in none. Returns 0
+# when held in all, else the (1-based) number of the account that refused.
+RESERVE_ALL_FN = """
+local function reserve_all(first, n, hold, amount, caps)
+  for i = 0, n - 1 do
+    local k = first + 3 * i
+    if redis.call('HEXISTS', KEYS[k + 1], hold) == 0 then
+      if redis.call('EXISTS', KEYS[k + 2]) == 1 then return i + 1 end
+      local cap = caps[i + 1]
+      if cap ~= '' then
+        local v = redis.call('HMGET', KEYS[k], 'spent', 'reserved')
+        if tonumber(v[1] or '0') + tonumber(v[2] or '0') + amount > tonumber(cap) then
+          return i + 1
+        end
+      end
+    end
+  end
+  for i = 0, n - 1 do
+    local k = first + 3 * i
+    if redis.call('HEXISTS', KEYS[k + 1], hold) == 0 then
+      redis.call('HSET', KEYS[k + 1], hold, amount)
+      redis.call('HINCRBY', KEYS[k], 'reserved', amount)
+    end
+  end
+  return 0
+end
+"""
+
+SETTLE_ALL_FN = SETTLE_FN + """
+local function settle_all(first, n, hold, cost, unmeasured, unbounded, ttl)
+  for i = 0, n - 1 do
+    local k = first + 3 * i
+    settle(KEYS[k], KEYS[k + 1], KEYS[k + 2], hold, cost, unmeasured, unbounded, ttl)
+  end
+end
 """
 
 STATE_FN = """
@@ -83,15 +127,17 @@ local function spend_state(account, holds)
 end
 """
 
+# ARGV: 1 hold, 2 amount, 3.. the caps ('' for none).
 _RESERVE = (
     "-- policy_router: reserve\n"
-    + RESERVE_FN
-    + "return reserve(KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[2]), ARGV[3])\n"
+    + RESERVE_ALL_FN
+    + "local caps = {}\nfor i = 3, #ARGV do caps[i - 2] = ARGV[i] end\n"
+    + "return reserve_all(1, #KEYS / 3, ARGV[1], tonumber(ARGV[2]), caps)\n"
 )
 _SETTLE = (
     "-- policy_router: settle\n"
-    + SETTLE_FN
-    + "return settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])\n"
+    + SETTLE_ALL_FN
+    + "settle_all(1, #KEYS / 3, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])\nreturn 1\n"
 )
 _SPEND_STATE = "-- policy_router: spend state\n" + STATE_FN + "return spend_state(KEYS[1], KEYS[2])\n"
 
@@ -106,25 +152,27 @@ def keys(key: str, hold: str) -> tuple[str, str, str]:
     return key, f"{key}:holds", f"{key}:done:{hold}"
 
 
-def _keys(key: str, hold: str) -> tuple[Any, ...]:
-    return (3, *keys(key, hold))
+def _keys(names: Sequence[str], hold: str) -> tuple[Any, ...]:
+    found = [k for name in names for k in keys(name, hold)]
+    return (len(found), *found)
 
 
-def reserve(key: str, hold: str, amount: int, cap: int | None) -> tuple[Any, ...]:
-    """Hold `amount` under `hold` if it fits under `cap` (None: no cap)."""
-    cap_arg = "" if cap is None else str(cap)
-    return (_RESERVE, *_keys(key, hold), hold, amount, cap_arg)
+def reserve_all(accounts: Sequence[tuple[str, int | None]], hold: str, amount: int) -> tuple[Any, ...]:
+    """Hold `amount` under `hold` in every (key, cap) of `accounts`, or in none; the reply is
+    0, or the 1-based number of the account that refused."""
+    caps = ["" if cap is None else str(cap) for _, cap in accounts]
+    return (_RESERVE, *_keys([k for k, _ in accounts], hold), hold, amount, *caps)
 
 
-def settle(key: str, hold: str, cost: int, measured: bool, bounded: bool) -> Write:
-    """Replace the hold by the call's cost, once."""
+def settle(key: str | Sequence[str], hold: str, cost: int, measured: bool, bounded: bool) -> Write:
+    """Replace the hold by the call's cost in each account, once."""
     args = (hold, cost, int(not measured), int(not bounded), DONE_TTL)
-    return [("eval", (_SETTLE, *_keys(key, hold), *args))]
+    return [("eval", (_SETTLE, *_keys([key] if isinstance(key, str) else key, hold), *args))]
 
 
-def release(key: str, hold: str) -> Write:
-    """Give the hold back, once."""
-    return [("eval", (_RELEASE, *_keys(key, hold), hold, DONE_TTL))]
+def release(key: str | Sequence[str], hold: str) -> Write:
+    """Give the hold back in each account, once."""
+    return [("eval", (_RELEASE, *_keys([key] if isinstance(key, str) else key, hold), hold, DONE_TTL))]
 
 
 def spend_state(key: str) -> tuple[Any, ...]:

@@ -9,12 +9,18 @@ one shard; different routers (different names or namespaces) spread over the clu
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..memory import InMemoryStore
+from . import budget as budget_script
 from .link import Link
 
 __all__ = ["KeySpace"]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 _Client = Any  # redis-py's clients are taken as Any (see `link.py`)
 
@@ -63,6 +69,72 @@ class KeySpace:
                 r.delete(key)
 
         self._link.run(op)
+
+    def keyed(self, accounts: Sequence[str]) -> list[str]:
+        """The Redis keys of budget accounts."""
+        return [self.budget_key(a) for a in accounts]
+
+    def reserve_all(self, accounts: Sequence[tuple[str, int | None]], hold: str, amount: int) -> int:
+        """`Store.reserve_all`: one script over every account."""
+        script = budget_script.reserve_all([(self.budget_key(a), cap) for a, cap in accounts], hold, amount)
+        return int(self._link.run(lambda r: r.eval(*script))) - 1
+
+    async def areserve_all(self, accounts: Sequence[tuple[str, int | None]], hold: str, amount: int) -> int:
+        script = budget_script.reserve_all([(self.budget_key(a), cap) for a, cap in accounts], hold, amount)
+        return int(await self._link.arun(lambda r: r.eval(*script))) - 1
+
+    def settle_all(self, accounts: Sequence[str], hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
+        self._link.write(budget_script.settle(self.keyed(accounts), hold, cost, measured, bounded))
+
+    async def asettle_all(self, accounts: Sequence[str], hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
+        await self._link.awrite(budget_script.settle(self.keyed(accounts), hold, cost, measured, bounded))
+
+    def release_all(self, accounts: Sequence[str], hold: str) -> None:
+        self._link.write(budget_script.release(self.keyed(accounts), hold))
+
+    async def arelease_all(self, accounts: Sequence[str], hold: str) -> None:
+        await self._link.awrite(budget_script.release(self.keyed(accounts), hold))
+
+    def budget_accounts(self) -> list[str]:
+        """Every budget account there is in Redis (each scope in each period it spent in)."""
+        prefix = f"{self.space}:budget:"
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", prefix) + "*"
+
+        def op(r: _Client) -> list[str]:
+            names = (k.decode() if isinstance(k, bytes) else str(k) for k in r.scan_iter(match=pattern, count=500))
+            return [
+                n[len(prefix):] for n in names
+                if not n.endswith(":holds") and ":done:" not in n[len(prefix):]
+            ]
+
+        return self._link.run(op)
+
+    def budget_caps(self) -> dict[str, str]:
+        """The caps set live, by scope."""
+        key = f"{self.space}:budget-caps"
+        found = self._link.run(lambda r: r.hgetall(key))
+        return {_text(k): _text(v) for k, v in found.items()}
+
+    async def abudget_caps(self) -> dict[str, str]:
+        key = f"{self.space}:budget-caps"
+        found = await self._link.arun(lambda r: r.hgetall(key))
+        return {_text(k): _text(v) for k, v in found.items()}
+
+    def set_budget_cap(self, scope: str, cap: str | None) -> None:
+        key = f"{self.space}:budget-caps"
+        if cap is None:
+            self._link.run(lambda r: r.hdel(key, scope))
+        else:
+            self._link.run(lambda r: r.hset(key, scope, cap))
+
+    def claim(self, name: str, seconds: float) -> bool:
+        """True the first time `name` is claimed in `seconds`, in every process."""
+        key = f"{self.space}:claim:{name}"
+        return bool(self._link.run(lambda r: r.set(key, "1", nx=True, ex=max(int(seconds), 1))))
+
+    async def aclaim(self, name: str, seconds: float) -> bool:
+        key = f"{self.space}:claim:{name}"
+        return bool(await self._link.arun(lambda r: r.set(key, "1", nx=True, ex=max(int(seconds), 1))))
 
     def drop_reservations(self, budget: str) -> int:
         """Set a budget's reserved amount to zero and return what it was, in micro-units.

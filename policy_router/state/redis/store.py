@@ -152,26 +152,39 @@ class RedisStore:
     # the sync client, its `a`-twin awaits them on the event loop's async client. Every
     # write is one idempotent script keyed by the reservation's id (see `budget.py`).
     def reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
-        script = budget_script.reserve(self._keys.budget_key(budget), hold, amount, cap)
-        return bool(self._link.run(lambda r: r.eval(*script)))
+        return self.reserve_all(((budget, cap),), hold, amount) < 0
 
     async def areserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
-        script = budget_script.reserve(self._keys.budget_key(budget), hold, amount, cap)
-        return bool(await self._link.arun(lambda r: r.eval(*script)))
+        return await self.areserve_all(((budget, cap),), hold, amount) < 0
 
     def settle(self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
-        self._link.write(budget_script.settle(self._keys.budget_key(budget), hold, cost, measured, bounded))
+        self.settle_all((budget,), hold, cost, measured=measured, bounded=bounded)
 
     async def asettle(
         self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool
     ) -> None:
-        await self._link.awrite(budget_script.settle(self._keys.budget_key(budget), hold, cost, measured, bounded))
+        await self.asettle_all((budget,), hold, cost, measured=measured, bounded=bounded)
 
     def release(self, budget: str, hold: str) -> None:
-        self._link.write(budget_script.release(self._keys.budget_key(budget), hold))
+        self.release_all((budget,), hold)
 
     async def arelease(self, budget: str, hold: str) -> None:
-        await self._link.awrite(budget_script.release(self._keys.budget_key(budget), hold))
+        await self.arelease_all((budget,), hold)
+
+    # A hold in several accounts at once, caps set live, the budget accounts there are, and
+    # thresholds told once (keyspace.py).
+    reserve_all = handed("_keys", KeySpace.reserve_all)
+    areserve_all = handed("_keys", KeySpace.areserve_all)
+    settle_all = handed("_keys", KeySpace.settle_all)
+    asettle_all = handed("_keys", KeySpace.asettle_all)
+    release_all = handed("_keys", KeySpace.release_all)
+    arelease_all = handed("_keys", KeySpace.arelease_all)
+    budget_accounts = handed("_keys", KeySpace.budget_accounts)
+    budget_caps = handed("_keys", KeySpace.budget_caps)
+    abudget_caps = handed("_keys", KeySpace.abudget_caps)
+    set_budget_cap = handed("_keys", KeySpace.set_budget_cap)
+    claim = handed("_keys", KeySpace.claim)
+    aclaim = handed("_keys", KeySpace.aclaim)
 
     def spend_state(self, budget: str) -> SpendState:
         """The budget's state; raises StoreUnavailableError when Redis cannot be reached."""
@@ -320,6 +333,15 @@ class RedisStore:
         if call.method == "release":
             budget, hold = call.args
             self._link.defer(budget_script.release(self._keys.budget_key(budget), hold))
+            return None
+        if call.method == "settle_all":
+            accounts, hold, cost = call.args
+            measured, bounded = call.kwargs["measured"], call.kwargs["bounded"]
+            self._link.defer(budget_script.settle(self._keys.keyed(accounts), hold, cost, measured, bounded))
+            return None
+        if call.method == "release_all":
+            accounts, hold = call.args
+            self._link.defer(budget_script.release(self._keys.keyed(accounts), hold))
             return None
         if call.method == "finish":
             route, slot, tokens = call.args

@@ -1,0 +1,378 @@
+"""The store on disk: SQLite (the standard library's `sqlite3`, WAL), shared by every
+process of one machine and kept across restarts.
+
+Every operation of the store protocol (budgets and their caps set live, breaker health,
+rate windows, which route made each response, thresholds told once) is one transaction,
+`BEGIN IMMEDIATE` where it writes, so concurrent processes serialize on the file and a
+reservation against several accounts is taken in all of them or in none. A restart finds
+every scope's spending of its period, the routes that rest, and the windows as they were.
+
+A reservation left held by a process that died mid-call is settled at its worst case once
+its lease has passed (`lease`, an hour by default: longer than any call's deadline should
+be): the safe side, since the request may have been billed; it is never held forever and
+never released as unspent. The times the store keeps are the machine's calendar time
+(`time.time()`), which every process shares; health records are converted to and from each
+router's own clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...ground.clock import MonotonicClock
+from ...ground.errors import ConfigError, StoreUnavailableError
+from ..admission import Admission, Admitting, Settlement, admit_in_turn, conclude_in_turn
+from ..store import FRESH, Health, SpendState, StoreCall
+from . import windows as rate
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from ...ground.clock import Clock
+    from ..windows import Window
+
+__all__ = ["SQLiteStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS budget (
+  name TEXT PRIMARY KEY, spent INTEGER NOT NULL DEFAULT 0, reserved INTEGER NOT NULL DEFAULT 0,
+  calls INTEGER NOT NULL DEFAULT 0, unmeasured INTEGER NOT NULL DEFAULT 0,
+  unbounded INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS budget_holds (
+  name TEXT NOT NULL, hold TEXT NOT NULL, amount INTEGER NOT NULL, expires REAL NOT NULL,
+  PRIMARY KEY (name, hold));
+CREATE INDEX IF NOT EXISTS budget_holds_expires ON budget_holds (expires);
+CREATE TABLE IF NOT EXISTS budget_done (
+  name TEXT NOT NULL, hold TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (name, hold));
+CREATE TABLE IF NOT EXISTS budget_caps (scope TEXT PRIMARY KEY, cap TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS claims (name TEXT PRIMARY KEY, until REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS health (route TEXT PRIMARY KEY, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS responses (
+  response TEXT PRIMARY KEY, route TEXT NOT NULL, on_device INTEGER NOT NULL, until REAL NOT NULL);
+""" + rate.SCHEMA
+
+_DONE_KEEP = 86400.0  # seconds a settled or released id is remembered: a replay changes nothing
+
+
+class SQLiteStore:
+    """The store in a SQLite file (see the module docstring).
+
+    Args:
+        path: The file (created with its tables when missing); `:memory:` is refused, since
+            it would be neither shared nor kept.
+        lease: Seconds a reservation may stay held before it is settled at its worst case
+            (the process that held it died mid-call). At least the longest deadline.
+        timeout: Seconds an operation waits for another process's transaction to end.
+        probe_lease: Seconds a half-open probe stays claimed by an attempt that never said
+            how it ended.
+
+    Raises:
+        ConfigError: the path cannot be opened as a database, or a number is wrong.
+    """
+
+    remote = False
+    blocking = True
+    """Its operations wait on a file: live caps are read by a thread of their own."""
+
+    def __init__(
+        self, path: str | Path, *, lease: float = 3600.0, timeout: float = 5.0, probe_lease: float = 300.0
+    ) -> None:
+        if str(path) in ("", ":memory:"):
+            raise ConfigError("SQLiteStore needs a file path; a memory database is neither shared nor kept")
+        for name, value in (("lease", lease), ("timeout", timeout), ("probe_lease", probe_lease)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"SQLiteStore {name} must be seconds > 0, got {value!r}")
+        self.path = Path(path)
+        self.lease = float(lease)
+        self._timeout = float(timeout)
+        self._probe_lease = float(probe_lease)
+        self._local = threading.local()
+        self._clock: Clock = MonotonicClock()
+        import sqlite3  # on first use only: `import policy_router` loads no driver it may not need
+
+        try:
+            self._connection().executescript(_SCHEMA)
+        except (sqlite3.Error, OSError) as error:
+            raise ConfigError(f"SQLiteStore {self.path}: cannot use it as the store ({error})") from None
+
+    # -- connections and transactions ------------------------------------------------------
+    def _connection(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            import sqlite3
+
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._local.db, self._local.depth = db, 0
+        return db
+
+    @contextlib.contextmanager
+    def _tx(self, write: bool = True) -> Iterator[sqlite3.Connection]:
+        """One transaction (joined by any operation inside it, as `admit` does), its errors
+        raised as `StoreUnavailableError`."""
+        import sqlite3
+
+        db = self._connection()
+        depth: int = self._local.depth
+        try:
+            if depth == 0:
+                db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            self._local.depth = depth + 1
+            try:
+                yield db
+            except BaseException:
+                if depth == 0:
+                    db.execute("ROLLBACK")
+                raise
+            else:
+                if depth == 0:
+                    db.execute("COMMIT")
+            finally:
+                self._local.depth = depth
+        except sqlite3.Error as error:
+            raise StoreUnavailableError(f"SQLiteStore {self.path}: {error}") from error
+
+    def bind(self, router: str, clock: Clock, emit: Callable[[object], None]) -> SQLiteStore:
+        """The store as one router sees it: its own clock (the file is one namespace: give
+        each router its own file, or one name)."""
+        view = object.__new__(SQLiteStore)
+        view.__dict__.update(self.__dict__)
+        view._clock = clock
+        return view
+
+    # -- budgets ---------------------------------------------------------------------------
+    def reserve(self, budget: str, hold: str, amount: int, cap: int | None) -> bool:
+        return self.reserve_all(((budget, cap),), hold, amount) < 0
+
+    def reserve_all(self, accounts: Sequence[tuple[str, int | None]], hold: str, amount: int) -> int:
+        now = time.time()
+        with self._tx() as db:
+            self._expire(db, now)
+            fresh = []
+            for i, (name, cap) in enumerate(accounts):
+                if db.execute("SELECT 1 FROM budget_holds WHERE name = ? AND hold = ?", (name, hold)).fetchone():
+                    continue  # held already (a replay)
+                if db.execute("SELECT 1 FROM budget_done WHERE name = ? AND hold = ?", (name, hold)).fetchone():
+                    return i
+                spent, reserved = db.execute(
+                    "SELECT coalesce(max(spent), 0), coalesce(max(reserved), 0) FROM budget WHERE name = ?", (name,)
+                ).fetchone()
+                if cap is not None and spent + reserved + amount > cap:
+                    return i
+                fresh.append(name)
+            for name in fresh:
+                db.execute("INSERT INTO budget (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (name,))
+                db.execute("UPDATE budget SET reserved = reserved + ? WHERE name = ?", (amount, name))
+                db.execute("INSERT INTO budget_holds VALUES (?, ?, ?, ?)", (name, hold, amount, now + self.lease))
+            return -1
+
+    def settle(self, budget: str, hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
+        self.settle_all((budget,), hold, cost, measured=measured, bounded=bounded)
+
+    def settle_all(self, accounts: Sequence[str], hold: str, cost: int, *, measured: bool, bounded: bool) -> None:
+        now = time.time()
+        with self._tx() as db:
+            self._expire(db, now)
+            for name in accounts:
+                if not self._done(db, name, hold, now):
+                    continue
+                self._charge(db, name, hold, cost, measured, bounded)
+
+    def _charge(self, db: sqlite3.Connection, name: str, hold: str, cost: int, measured: bool, bounded: bool) -> None:
+        held = db.execute("SELECT amount FROM budget_holds WHERE name = ? AND hold = ?", (name, hold)).fetchone()
+        db.execute("INSERT INTO budget (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (name,))
+        db.execute(
+            "UPDATE budget SET spent = spent + ?, calls = calls + 1, unmeasured = unmeasured + ?, "
+            "unbounded = unbounded + ?, reserved = reserved - ? WHERE name = ?",
+            (cost, int(not measured), int(not bounded), held[0] if held else 0, name),
+        )
+        db.execute("DELETE FROM budget_holds WHERE name = ? AND hold = ?", (name, hold))
+
+    def _done(self, db: sqlite3.Connection, name: str, hold: str, now: float) -> bool:
+        """Mark `hold` done in `name`; False when it was already (a repeated write)."""
+        found = db.execute("INSERT INTO budget_done VALUES (?, ?, ?) ON CONFLICT DO NOTHING", (name, hold, now))
+        return found.rowcount == 1
+
+    def release(self, budget: str, hold: str) -> None:
+        self.release_all((budget,), hold)
+
+    def release_all(self, accounts: Sequence[str], hold: str) -> None:
+        now = time.time()
+        with self._tx() as db:
+            self._expire(db, now)
+            for name in accounts:
+                self._done(db, name, hold, now)
+                held = db.execute("SELECT amount FROM budget_holds WHERE name = ? AND hold = ?", (name, hold)).fetchone()
+                if held:
+                    db.execute("UPDATE budget SET reserved = reserved - ? WHERE name = ?", (held[0], name))
+                    db.execute("DELETE FROM budget_holds WHERE name = ? AND hold = ?", (name, hold))
+            db.execute("DELETE FROM budget_done WHERE at < ?", (now - _DONE_KEEP,))
+
+    def _expire(self, db: sqlite3.Connection, now: float) -> None:
+        """Settle at their worst case the holds whose lease has passed: their process died
+        mid-call, and the request may have been billed. A settle of one arriving later
+        changes nothing."""
+        for name, hold, amount in db.execute(
+            "SELECT name, hold, amount FROM budget_holds WHERE expires < ?", (now,)
+        ).fetchall():
+            if self._done(db, name, hold, now):
+                self._charge(db, name, hold, amount, False, True)
+
+    def spend_state(self, budget: str) -> SpendState:
+        now = time.time()
+        with self._tx() as db:
+            self._expire(db, now)
+            row = db.execute(
+                "SELECT spent, reserved, calls, unmeasured, unbounded FROM budget WHERE name = ?", (budget,)
+            ).fetchone()
+            holding = db.execute("SELECT count(*) FROM budget_holds WHERE name = ?", (budget,)).fetchone()[0]
+        return SpendState.of_counts([*(row or (0, 0, 0, 0, 0)), holding])
+
+    def budget_accounts(self) -> list[str]:
+        with self._tx(write=False) as db:
+            return [name for (name,) in db.execute("SELECT name FROM budget")]
+
+    def budget_caps(self) -> dict[str, str]:
+        with self._tx(write=False) as db:
+            return dict(db.execute("SELECT scope, cap FROM budget_caps").fetchall())
+
+    def set_budget_cap(self, scope: str, cap: str | None) -> None:
+        with self._tx() as db:
+            if cap is None:
+                db.execute("DELETE FROM budget_caps WHERE scope = ?", (scope,))
+            else:
+                db.execute(
+                    "INSERT INTO budget_caps VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET cap = excluded.cap",
+                    (scope, cap),
+                )
+
+    def claim(self, name: str, seconds: float) -> bool:
+        now = time.time()
+        with self._tx() as db:
+            db.execute("DELETE FROM claims WHERE until < ?", (now,))
+            return db.execute(
+                "INSERT INTO claims VALUES (?, ?) ON CONFLICT DO NOTHING", (name, now + seconds)
+            ).rowcount == 1
+
+    # -- one attempt's admission and settlement, one transaction each ---------------------
+    def admit(self, ask: Admission) -> Admitting:
+        with self._tx():
+            return admit_in_turn(self, ask)
+
+    def conclude(self, done: Settlement) -> None:
+        with self._tx():
+            conclude_in_turn(self, done)
+
+    def defer(self, call: StoreCall) -> Any:
+        # Nothing here waits on a network: a deferred write is simply made now.
+        return getattr(self, call.method)(*call.args, **call.kwargs)
+
+    # -- health, on the router's clock ------------------------------------------------------
+    def _record(self, text: str | None, offset: float, now: float) -> Health:
+        if text is None:
+            return FRESH
+        data = json.loads(text)
+        probing = bool(data.get("probing")) and now - float(data.get("probe_at", 0.0)) <= self._probe_lease
+        return Health(
+            state=data["state"], failures=data["failures"], rest_until=data["rest_until"] - offset,
+            rest=data["rest"], probing=probing, last_error=data["last_error"], opened=data["opened"],
+        )
+
+    def _offset(self) -> float:
+        """Seconds from the router's clock to the calendar's, now."""
+        return time.time() - self._clock.now()
+
+    def health(self, route: str) -> Health:
+        with self._tx(write=False) as db:
+            row = db.execute("SELECT record FROM health WHERE route = ?", (route,)).fetchone()
+        return self._record(row[0] if row else None, self._offset(), time.time())
+
+    def update_health(
+        self, route: str, change: Callable[[Health], Health], *, token: str = "", op: str = ""
+    ) -> Health:
+        now, offset = time.time(), self._offset()
+        with self._tx() as db:
+            row = db.execute("SELECT record FROM health WHERE route = ?", (route,)).fetchone()
+            old = self._record(row[0] if row else None, offset, now)
+            new = change(old)
+            probe_at = now if new.probing and not old.probing else json.loads(row[0]).get("probe_at", now) if row else now
+            record = {
+                "state": new.state, "failures": new.failures, "rest_until": new.rest_until + offset,
+                "rest": new.rest, "probing": new.probing, "probe_at": probe_at,
+                "last_error": new.last_error, "opened": new.opened,
+            }
+            db.execute(
+                "INSERT INTO health VALUES (?, ?) ON CONFLICT (route) DO UPDATE SET record = excluded.record",
+                (route, json.dumps(record)),
+            )
+        return replace(new, rest_left=0.0)
+
+    def all_health(self) -> dict[str, Health]:
+        now, offset = time.time(), self._offset()
+        with self._tx(write=False) as db:
+            rows = db.execute("SELECT route, record FROM health").fetchall()
+        return {route: self._record(text, offset, now) for route, text in rows}
+
+    def reset_health(self, route: str | None = None) -> None:
+        """Forget health records (and the close a 429 put on a window), for every process."""
+        with self._tx() as db:
+            if route is None:
+                db.execute("DELETE FROM health")
+                db.execute("DELETE FROM rate_closed")
+            else:
+                db.execute("DELETE FROM health WHERE route = ?", (route,))
+                db.execute("DELETE FROM rate_closed WHERE route = ?", (route,))
+
+    # -- rate windows (windows.py) ----------------------------------------------------------
+    def take(self, route: str, slot: str, tokens: int, rpm: int | None, tpm: int | None) -> Window:
+        with self._tx() as db:
+            return rate.take(db, route, slot, tokens, rpm, tpm, time.time())
+
+    def finish(self, route: str, slot: str, tokens: int | None) -> None:
+        with self._tx() as db:
+            rate.finish(db, route, slot, tokens, time.time())
+
+    def close_window(self, route: str, seconds: float) -> None:
+        with self._tx() as db:
+            rate.close_window(db, route, seconds, time.time())
+
+    def windows(self, routes: list[str]) -> dict[str, Window]:
+        with self._tx() as db:
+            return rate.windows(db, routes, time.time())
+
+    # -- which route made each response -----------------------------------------------------
+    def remember_response(self, response: str, route: str, on_device: bool, seconds: float) -> None:
+        now = time.time()
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO responses VALUES (?, ?, ?, ?) ON CONFLICT (response) DO UPDATE SET "
+                "route = excluded.route, on_device = excluded.on_device, until = excluded.until",
+                (response, route, int(on_device), now + seconds),
+            )
+
+    def recall_response(self, response: str) -> tuple[str, bool] | None:
+        with self._tx(write=False) as db:
+            row = db.execute(
+                "SELECT route, on_device FROM responses WHERE response = ? AND until >= ?", (response, time.time())
+            ).fetchone()
+        return None if row is None else (str(row[0]), bool(row[1]))
+
+    def close(self) -> None:
+        """Close this thread's connection (others close with their threads)."""
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r}, lease={self.lease:g})"
