@@ -159,7 +159,8 @@ def test_every_policy_file_a_page_shows_passes_check(
     assert table is not None
     monkeypatch.setenv("OPENAI_API_KEY", "sk-docs-example-key")  # a reader's own key
     for name in set(re.findall(r"os\.environ/(\w+)", text)):
-        monkeypatch.setenv(name, redis_server.url if "REDIS" in name else "sk-docs-example-key")
+        # Each variable its own secret, as a reader has them (two tenants with one key are refused).
+        monkeypatch.setenv(name, redis_server.url if "REDIS" in name else f"sk-docs-example-{name.lower()}")
     for path in re.findall(r"^\s+\w+: (\S+\.toml)\s*$", text, re.M):
         target = tmp_path / path
         target.parent.mkdir(parents=True, exist_ok=True)

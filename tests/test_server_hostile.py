@@ -37,6 +37,9 @@ def hostile_policy(fake: FakeProvider, **extra: Any) -> dict[str, Any]:
     """The server tests' policy, plus a key that may call only `emb`, a route named beyond
     Latin-1, a 1 MiB body limit and a one-second shutdown grace."""
     data = policy(fake, breaker=False, **extra)
+    # Room for the continued responses FakeProvider bills as a long stored conversation
+    # (a call with no finite bound may pass a cap: `Spending.overshoot_possible`).
+    data["budget"] = {"cap": "1000.00"}
     data["groups"]["fancy"] = {"routes": [{
         "model": "openai/cloud", "name": "cloud — primary", "api_base": fake.base_url,
         "api_key": "os.environ/PROVIDER_KEY", "prices": "mine", "reach": "vendor",
@@ -197,7 +200,8 @@ def test_a_body_past_the_limit_is_a_413_as_soon_as_it_is_announced_or_read(fake:
     refused = httpx.post(f"{base}/chat/completions", content=chunks(), headers={"Authorization": f"Bearer {SOLO}"}, timeout=30)
     assert refused.status_code == 413 and refused.json()["error"]["code"] == "request_too_large"
     fits = {"model": "smart", "messages": [{"role": "user", "content": "x " * 20_000}], "max_tokens": 5}
-    assert post(base, "/chat/completions", fits).status_code == 200
+    reply = post(base, "/chat/completions", fits)
+    assert reply.status_code == 200, reply.text
     assert fake.requests() == 1
 
 

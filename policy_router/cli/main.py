@@ -37,6 +37,47 @@ def _build(path: str) -> tuple[Router, list[str]]:
     return router, loaded.missing
 
 
+def spend(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    """Every budget scope's account in its period now, read from the store the file names
+    (or the server's state file beside it): what `GET /v1/spend` shows an admin."""
+    from ..config.policy_file import load
+    from ..router import Router
+    from ..server.admin import shown
+    from ..server.tenants import budgets_of, store_of
+
+    if not Path(args.config).is_file():
+        raise ConfigError(f"{args.config}: no such file")
+    loaded = load(args.config)
+    store = store_of(loaded)
+    policies = {k: v for k, v in loaded.policies.items() if k not in ("metrics", "observers")}
+    router = Router(loaded.routes, **{**policies, "store": store, "budgets": budgets_of(loaded)})
+    try:
+        rows = router.budgets()
+    finally:
+        router.close()
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+    if args.json:
+        out(json.dumps([shown(r) for r in rows], indent=2))
+        return 0
+    if not rows:
+        out("no budgets: the file names no budget: and no budgets:")
+        return 0
+    head = ("scope", "period", "resets at (UTC)", "spent", "reserved", "cap", "left", "calls")
+    table = [head] + [
+        (
+            r.scope, r.period or "-", f"{r.resets_at:%Y-%m-%d %H:%M}" if r.resets_at else "-",
+            str(r.spent), str(r.reserved), str(r.cap), str(r.left), str(r.calls),
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for row in table:
+        out("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
 def check(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     """Every problem with a config, nothing sent; exit 1 when there is one (2 when there
     is no file to check)."""
@@ -195,7 +236,7 @@ def _since(text: str) -> float | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: `policy-router demo|check|diff|explain|prices|report`."""
+    """The command line: `policy-router demo|serve|spend|check|diff|explain|prices|report|metrics`."""
     parser = argparse.ArgumentParser(prog="policy-router", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("demo", help="route a few requests on an embedded FakeProvider")
@@ -250,13 +291,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_report.add_argument(
         "--since", default="1h", help="the window: 90s, 30m, 24h, 7d, or all (default 1h)"
     )
+    p_spend = commands.add_parser(
+        "spend", help="every budget scope's spending in its period, from CONFIG's store"
+    )
+    p_spend.add_argument("config", help="a policy file (its store:, or the server's state beside it)")
     p_serve = commands.add_parser(
         "serve", help="serve CONFIG as an OpenAI-compatible API (needs the server extra)"
     )
     p_serve.add_argument("config", help="a policy file, with its server.keys (or POLICY_ROUTER_API_KEY set)")
     p_serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     p_serve.add_argument("--port", type=int, default=8000, help="the port (default 8000)")
-    for p in (p_check, p_diff, p_explain, p_report):
+    for p in (p_check, p_diff, p_explain, p_report, p_spend):
         p.add_argument("--json", action="store_true", help="machine-readable output")
     argv = list(sys.argv[1:] if argv is None else argv)
     # A warning about the user's file (a literal key) is one line, not a source excerpt.
@@ -283,6 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 0
         handler = {
+            "spend": spend,
             "check": check,
             "diff": diff_cmd,
             "explain": explain_cmd,

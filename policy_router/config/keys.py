@@ -37,7 +37,7 @@ from ..policies.budget import Budget
 from .litellm import ENV_PREFIX, secret
 from .spec import ServerSpec
 
-__all__ = ["ApiKey", "check_distinct", "digest", "keys_of", "plain_key"]
+__all__ = ["ApiKey", "check_distinct", "digest", "keys_of", "plain_key", "scoped_budgets", "teams_of"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +52,11 @@ class ApiKey:
     on_device: bool = False
     groups: frozenset[str] | None = None
     """The groups this key may call; None: every group."""
+    team: str | None = None
+    """The team whose budget its calls count against too."""
+    admin: bool = False
+    """An admin key (`server.admin_keys`): reads every scope's spending and sets caps
+    live; calls no model."""
 
     def __repr__(self) -> str:
         return f"ApiKey({self.name!r}, sha256={self.sha256[:8]}…)"
@@ -110,6 +115,11 @@ def keys_of(
     found: list[ApiKey] = []
     for name, k in spec.keys.items():
         where = f"server.keys.{name}"
+        if k.team is not None and k.team not in spec.teams:
+            raise ConfigError(
+                f"{source}: {where}.team names {k.team!r}, which server.teams does not define; "
+                f"teams: {sorted(spec.teams)}"
+            )
         if k.key is not None:
             if not k.key.startswith(ENV_PREFIX):
                 warnings.warn(
@@ -129,16 +139,8 @@ def keys_of(
             sha = digest(plain)
         else:
             sha = (k.key_sha256 or "").lower()
-        budget = None
-        if k.budget is not None:
-            try:
-                cap = Money.parse(k.budget.cap, k.budget.currency, where=f"{where}.budget.cap")
-                budget = Budget(
-                    cap, k.budget.currency, unpriced=k.budget.unpriced, strict=k.budget.strict,
-                    name=f"key:{name}",
-                )
-            except ConfigError as error:
-                raise ConfigError(f"{source}: {where}.budget: {error}") from None
+        budget = _budget(k.budget, f"{where}.budget", source, key=name)
+
         allowed = None
         if k.groups is not None:
             unknown = sorted(set(k.groups) - groups)
@@ -150,7 +152,58 @@ def keys_of(
             allowed = frozenset(k.groups)
         found.append(ApiKey(
             name=name, sha256=sha, budget=budget, rpm=k.rpm, on_device=k.on_device, groups=allowed,
+            team=k.team,
         ))
+    for name, admin in spec.admin_keys.items():
+        where = f"server.admin_keys.{name}"
+        if name in spec.keys:
+            raise ConfigError(f"{source}: {where}: the name {name!r} is a key's already; name admins apart")
+        if admin.key is not None:
+            plain = secret(admin.key, f"{where}.key", missing)
+            if plain is None:
+                continue
+            named = admin.key.removeprefix(ENV_PREFIX) if admin.key.startswith(ENV_PREFIX) else None
+            try:
+                sha = digest(plain_key(plain, f"{where}.key" + (f" (variable {named})" if named else "")))
+            except ConfigError as error:
+                raise ConfigError(f"{source}: {error}") from None
+        else:
+            sha = (admin.key_sha256 or "").lower()
+        found.append(ApiKey(name=name, sha256=sha, admin=True))
     keys = tuple(found)
     check_distinct(keys, source)
     return keys
+
+
+def teams_of(spec: ServerSpec | None, source: str) -> dict[str, Budget | None]:
+    """Each team of a `server:` section and its budget (None: a team with none)."""
+    if spec is None:
+        return {}
+    return {
+        name: _budget(team.budget, f"server.teams.{name}.budget", source, team=name)
+        for name, team in spec.teams.items()
+    }
+
+
+def scoped_budgets(spec: ServerSpec | None, source: str) -> list[Budget]:
+    """Every team's and every key's budget of a `server:` section, whether or not the
+    keys' variables are set (what `policy-router spend` reads)."""
+    if spec is None:
+        return []
+    found = [b for b in teams_of(spec, source).values() if b is not None]
+    for name, k in spec.keys.items():
+        budget = _budget(k.budget, f"server.keys.{name}.budget", source, key=name)
+        if budget is not None:
+            found.append(budget)
+    return found
+
+
+def _budget(spec: Any, where: str, source: str, **scope: str) -> Budget | None:
+    if spec is None:
+        return None
+    try:
+        cap = Money.parse(spec.cap, spec.currency, where=f"{where}.cap")
+        budget: Budget = spec.budget(cap, **scope)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {where}: {error}") from None
+    return budget

@@ -91,6 +91,8 @@ class Loaded:
     env: dict[str, str] = field(default_factory=dict)
     keys: tuple[Any, ...] = ()  # a policy file's server keys (`config.keys.ApiKey`), hashed
     server: Any = None  # a policy file's `server:` section (`config.spec.ServerSpec`), if any
+    base: Any = None  # the directory of the file it was read from (a Path), if any
+    source: str = "config"  # the file's path, or "config" for a mapping
 
 
 def from_environment(

@@ -31,7 +31,6 @@ from ..ground.money import Money
 from ..ground.route import Route
 from ..ground.secrets import is_secret_name
 from ..policies.breaker import Breaker
-from ..policies.budget import Budget
 from ..policies.hedge import Hedge
 from ..policies.price_table import PriceTable, _parse
 from ..policies.retry import Retry
@@ -234,7 +233,7 @@ def routes_and_policies(
         spec = PolicySpec.model_validate(data)
     except ValidationError as error:
         raise _validation_error(error, source) from None
-    base = base or Path.cwd()
+    given, base = base, base or Path.cwd()
     tables = _tables(spec, base)
     missing: list[str] = []
     routes: list[Route] = []
@@ -288,14 +287,8 @@ def routes_and_policies(
     policies: dict[str, Any] = {
         "name": spec.name,
         "order": orders,
-        "budget": _at(
-            f"{source}: budget.cap",
-            lambda: Budget(
-                Money.parse(b.cap, b.currency), b.currency, unpriced=b.unpriced, strict=b.strict
-            ),
-        )
-        if b
-        else None,
+        "budget": budget_of(b, "budget", source) if b else None,
+        "budgets": [budget_of(s, f"budgets[{i}]", source) for i, s in enumerate(spec.budgets)],
         "retry": _at(f"{source}: retry", Retry, **spec.retry.model_dump(exclude_none=True))
         if spec.retry
         else None,
@@ -311,7 +304,9 @@ def routes_and_policies(
             if isinstance(spec.breaker, BreakerSpec)
             else None
         )
-    if spec.store is not None:
+    if isinstance(spec.store, str) or (spec.store is not None and spec.store.sqlite is not None):
+        policies["store"] = sqlite_store(spec.store, base, source)
+    elif spec.store is not None and spec.store.redis is not None:
         url = secret(spec.store.redis, "store.redis", missing)
         if url == spec.store.redis and urlsplit(url).password:
             warnings.warn(
@@ -340,7 +335,10 @@ def routes_and_policies(
         lambda value, where: secret(value, where, missing),
     )
     keys = keys_of(spec.server, source, missing, frozenset(spec.groups))
-    return Loaded(routes=routes, policies=policies, missing=missing, keys=keys, server=spec.server)
+    return Loaded(
+        routes=routes, policies=policies, missing=missing, keys=keys, server=spec.server,
+        base=given, source=source,
+    )
 
 
 def load(config: str | Path | Mapping[str, Any]) -> Loaded:
@@ -367,3 +365,34 @@ def load(config: str | Path | Mapping[str, Any]) -> Loaded:
     if is_proxy_config(data):
         return proxy_config(data, source, base=base)
     return routes_and_policies(data, source=source, base=base)
+
+
+def sqlite_store(given: Any, base: Path | None, source: str) -> Any:
+    """The `SQLiteStore` a policy file's `store:` names: `sqlite:///path` (a path relative
+    to the file, or absolute after the third slash) or `{sqlite: path, lease: s}`."""
+    from ..state.sqlite import SQLiteStore
+
+    lease = 3600.0
+    if isinstance(given, str):
+        if not given.startswith("sqlite://"):
+            raise ConfigError(
+                f"{source}: store: {given!r} is not a store; write sqlite:///path/to/state.sqlite, "
+                "or {redis: URL}"
+            )
+        text = given.removeprefix("sqlite://").removeprefix("/")
+    else:
+        text, lease = given.sqlite, given.lease
+    path = Path(text)
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    try:
+        return SQLiteStore(path, lease=lease)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: store: {error}") from None
+
+
+def budget_of(spec: Any, place: str, source: str, **scope: str) -> Any:
+    """The `Budget` of a file's budget section at `place`, each error named by its place
+    (`budget.cap: ...`, `budgets[1]: ...`); `scope` one the file puts it under."""
+    cap = _at(f"{source}: {place}.cap", Money.parse, spec.cap, spec.currency)
+    return _at(f"{source}: {place}", spec.budget, cap, **scope)

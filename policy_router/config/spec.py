@@ -127,6 +127,39 @@ class BudgetSpec(_Strict):
     """What a route without a price may do under the budget."""
     strict: bool = False
     """Refuse a call whose worst case has no finite bound, so the cap can never be passed."""
+    period: Literal["day", "week", "month"] | float | None = None
+    """When spending starts again at zero: `day`, `week` (ISO), `month`, or seconds (a fixed
+    window); absent: never."""
+    tz: str | None = None
+    """The zone of a day, week or month (`Europe/Oslo`; absent: UTC)."""
+    per: Literal["user", "tag", "key", "team"] | None = None
+    """Each end user (the call's `user`), tag, key or team its own cap."""
+    user: str | None = None
+    """One end user, all its calls together."""
+    tag: str | None = None
+    """Every call carrying this tag (`metadata.tags`, or `x-policy-router-tags`), together."""
+    key: str | None = None
+    """One server key's calls."""
+    team: str | None = None
+    """One server team's calls."""
+    route: str | None = None
+    """A route's id or name: the route is skipped, not the call, once it cannot take one."""
+    provider: str | None = None
+    """A provider's routes (`openai`), as `route` is."""
+    warn_at: list[float] = Field(default_factory=list)
+    """Fractions of the cap (0.5, 0.8) whose crossing is told once per period (a warning, an
+    event, the server's webhook)."""
+
+    def budget(self, cap: Any = None, name: str = "budget", **scope: str) -> Any:
+        """The `Budget` this section says (`cap` its cap as read, `scope` one the file
+        places it under: a team's, a key's)."""
+        from ..policies.budget import Budget
+
+        named = {k: getattr(self, k) for k in ("per", "user", "tag", "key", "team", "route", "provider") if getattr(self, k) is not None}
+        return Budget(
+            self.cap if cap is None else cap, self.currency, unpriced=self.unpriced, strict=self.strict, name=name,
+            period=self.period, tz=self.tz, warn_at=tuple(self.warn_at), **named, **scope,  # type: ignore[arg-type]
+        )
 
     @field_validator("cap", mode="before")
     @classmethod
@@ -153,8 +186,12 @@ class BreakerSpec(_Strict):
 
 
 class StoreSpec(_Strict):
-    redis: str
+    redis: str | None = None
     """The Redis URL (`redis://`, `rediss://` for TLS; `os.environ/NAME` keeps it out of the file)."""
+    sqlite: str | None = None
+    """A SQLite file (relative to the policy file): kept across restarts, shared on one machine."""
+    lease: float = Field(default=3600.0, gt=0)
+    """SQLite: seconds a reservation of a process that died is held before it is charged."""
     namespace: str | None = None
     """The keys' prefix (default: the router's name)."""
     timeout: float = Field(default=0.5, gt=0)
@@ -164,8 +201,16 @@ class StoreSpec(_Strict):
     cluster: bool = False
     """The URL names a node of a Redis Cluster."""
 
+    @model_validator(mode="after")
+    def _one_store(self) -> StoreSpec:
+        if (self.redis is None) == (self.sqlite is None):
+            raise ValueError("give exactly one of redis (a URL) and sqlite (a file)")
+        return self
+
 
 class KeySpec(_Strict):
+    team: str | None = None
+    """The team this key's calls also count against (`server.teams`)."""
     key: str | None = None
     """The key (`os.environ/NAME`: read from the environment); hashed when loaded."""
     key_sha256: str | None = None
@@ -188,9 +233,44 @@ class KeySpec(_Strict):
         return self
 
 
+class TeamSpec(_Strict):
+    budget: BudgetSpec | None = None
+    """What every key of the team spends together."""
+
+
+class AdminKeySpec(_Strict):
+    key: str | None = None
+    """The key (`os.environ/NAME`); hashed when loaded."""
+    key_sha256: str | None = None
+    """The key's SHA-256 in hex."""
+
+    @model_validator(mode="after")
+    def _one_key(self) -> AdminKeySpec:
+        if (self.key is None) == (self.key_sha256 is None):
+            raise ValueError("give exactly one of key (os.environ/NAME) and key_sha256")
+        if self.key_sha256 is not None and not _HEX64.match(self.key_sha256.lower()):
+            raise ValueError("key_sha256 must be 64 hex digits (sha256sum of the key)")
+        return self
+
+
+class AlertsSpec(_Strict):
+    webhook: str | None = None
+    """A URL each budget threshold crossed is POSTed to as JSON (`os.environ/NAME` allowed)."""
+
+
 class ServerSpec(_Strict):
     keys: dict[str, KeySpec] = Field(default_factory=dict)
     """The API keys the server accepts, by a name that is safe to print."""
+    teams: dict[str, TeamSpec] = Field(default_factory=dict)
+    """Teams of keys, each with a budget its keys spend together."""
+    admin_keys: dict[str, AdminKeySpec] = Field(default_factory=dict)
+    """Keys that may read every scope's spending and set caps live (`/v1/spend`,
+    `/v1/budgets/{scope}`); they call no model."""
+    state: str | None = None
+    """The SQLite file the server keeps its state in when the file names no `store:`
+    (default: beside the policy file, `<file>.state.sqlite`)."""
+    alerts: AlertsSpec | None = None
+    """Where budget thresholds are told (`webhook`)."""
     max_body_mb: float = Field(default=32.0, gt=0)
     """The largest request body read, in MiB; a longer one is refused with 413."""
     shutdown_grace: float = Field(default=10.0, ge=0)
@@ -206,7 +286,9 @@ class PolicySpec(_Strict):
     price_tables: dict[str, str | dict[str, Any]] = Field(default_factory=dict)
     """Named price tables (a file beside this one, or a table inline) a route's `prices` names."""
     budget: BudgetSpec | None = None
-    """A cap on what the router may spend (`Budget`)."""
+    """A cap on what the router may spend (`Budget`); on a server, the whole server's."""
+    budgets: list[BudgetSpec] = Field(default_factory=list)
+    """More budgets, each over a scope and a period (`per: user`, `tag: ...`, `route: ...`)."""
     breaker: BreakerSpec | Literal[False] | None = None
     """Absent: the router's default breaker; `false` (or null): none; else its fields."""
     retry: RetrySpec | None = None
@@ -217,8 +299,10 @@ class PolicySpec(_Strict):
     """Seconds the whole request may take, across routes and retries."""
     wait_for_capacity: bool = False
     """Wait, within the deadline, for a rate window's first free slot instead of refusing."""
-    store: StoreSpec | None = None
-    """A shared store (`RedisStore`): one budget, breaker and rate windows for every process."""
+    store: StoreSpec | str | None = None
+    """Where health, spend and windows live: `{redis: URL}` (shared by every process that
+    names it), or `sqlite:///path` (a file, kept across restarts, shared on one machine);
+    absent: this process (`policy-router serve`: `server.state`)."""
     observers: ObserversSpec | None = None
     """Who hears each skip, attempt and rest (the log, the attempt log, OpenTelemetry)."""
     metrics: MetricsSpec | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
@@ -189,9 +189,10 @@ def _over_budget(error: OverBudgetError) -> tuple[str, str, int, dict[str, str]]
         return "rate_limit_error", "budget_in_flight", 429, {"retry-after": "1"}
     headers = {"x-should-retry": "false"}
     resets = getattr(error, "resets_at", None)
-    if resets is not None:
-        from datetime import datetime
-
+    tightest = min(skips, key=lambda s: s.detail.get("left", 0), default=None)
+    fits_anew = tightest is not None and tightest.detail.get("worst_case", 0) <= tightest.detail.get("cap", -1)
+    if resets is not None and fits_anew:
+        # The period, not the call, is why: the call fits a fresh period's cap.
         headers |= _retry_after((resets - datetime.now(UTC)).total_seconds())
     return "insufficient_quota", "insufficient_quota", 429, headers
 

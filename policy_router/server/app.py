@@ -23,13 +23,14 @@ from ..config.policy_file import load
 from ..ground.errors import ConfigError, StoreUnavailableError
 from ..ground.ids import new_id
 from ..policies.budget import Spending
+from .admin import budget_of, spend_of
 from .answers import amount as _amount
 from .answers import error_body, events, headers_of, not_found, shaped
 from .body import DEFAULT_MAX_BODY_MB, TooLarge, json_of, read_body
 from .leaving import ClientGone, unless_gone
 from .owners import named_ids, owned_ids
 from .reading import read
-from .tenants import Tenant, Tenants, Unauthorized
+from .tenants import Forbidden, Tenant, Tenants, Unauthorized
 
 __all__ = ["create_app", "serve"]
 
@@ -75,6 +76,9 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
         if isinstance(error, Unauthorized):
             body = {"error": {"message": str(error), "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}}
             return JSONResponse(body, status_code=401, headers={"x-should-retry": "false"})
+        if isinstance(error, Forbidden | PermissionError):
+            body = {"error": {"message": str(error), "type": "permission_error", "param": None, "code": "forbidden"}}
+            return JSONResponse(body, status_code=403, headers={"x-should-retry": "false"})
         if isinstance(error, TooLarge):
             body = {"error": {"message": str(error), "type": "invalid_request_error", "param": None, "code": "request_too_large"}}
             return JSONResponse(body, status_code=413, headers={"x-should-retry": "false", "connection": "close"})
@@ -90,7 +94,7 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
             tenant = tenants.find(request.headers.get("authorization"))
             body = json_of(await read_body(request, limit))
             kwargs = read(endpoint, body, request.headers, tenant.key, tenants.deadline)
-        except (Unauthorized, ConfigError, TooLarge) as error:
+        except (Unauthorized, Forbidden, ConfigError, TooLarge) as error:
             return failed(error)
         group = kwargs["model"]
         if tenant.key.groups is not None and group not in tenant.key.groups:
@@ -110,7 +114,9 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
             wait = await tenants.admit(tenant, slot)
             if wait is not None:
                 return failed(_over_rpm(tenant, wait))
-            routed = await unless_gone(request.receive, tenant.router.aroute(endpoint=endpoint, **kwargs))
+            routed = await unless_gone(
+                request.receive, tenant.router.aroute(endpoint=endpoint, scope=tenant.scope, **kwargs)
+            )
         except ClientGone:
             return Response(status_code=499)  # nobody reads it: the connection is gone
         except Exception as error:
@@ -154,7 +160,7 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
     async def models(request: Request) -> Response:
         try:
             tenant = tenants.find(request.headers.get("authorization"))
-        except Unauthorized as error:
+        except (Unauthorized, Forbidden) as error:
             return failed(error)
         router = tenant.router
         allowed = tenant.key.groups
@@ -178,7 +184,7 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
         if request.headers.get("authorization"):
             try:
                 tenant = tenants.find(request.headers.get("authorization"))
-            except Unauthorized as error:
+            except (Unauthorized, Forbidden) as error:
                 return failed(error)
             try:
                 found["key"] = {"name": tenant.key.name, **_spend(tenant)}
@@ -189,6 +195,34 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
             except Exception as error:
                 return failed(error)
         return JSONResponse(found)
+
+    def either(request: Request) -> Tenant:
+        """The key of an admin path: an admin key, or a tenant's (for its own scopes)."""
+        try:
+            return tenants.find(request.headers.get("authorization"), admin=True)
+        except Forbidden:
+            return tenants.find(request.headers.get("authorization"))
+
+    async def spend(request: Request) -> Response:
+        try:
+            found = spend_of(either(request), request.query_params.get("scope"))
+        except Exception as error:
+            return failed(error)
+        return JSONResponse({"object": "list", "data": found})
+
+    async def set_budget(request: Request) -> Response:
+        scope = request.path_params["scope"]
+        try:
+            admin = tenants.find(request.headers.get("authorization"), admin=True)
+            if request.method == "DELETE":
+                admin.router.set_budget(scope, None)
+            else:
+                body = json_of(await read_body(request, limit))
+                admin.router.set_budget(scope, budget_of(scope, body, tenants.currency))
+            found = spend_of(admin, scope)
+        except Exception as error:
+            return failed(error)
+        return JSONResponse({"object": "list", "data": found})
 
     async def unknown_path(request: Request, error: Exception) -> Response:
         status = getattr(error, "status_code", 404)
@@ -207,6 +241,8 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
             Route(_PATHS["embedding"], embeddings, methods=["POST"]),
             Route(_PATHS["responses"], responses, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/spend", spend, methods=["GET"]),
+            Route("/v1/budgets/{scope:path}", set_budget, methods=["PUT", "DELETE"]),
             Route("/health", health, methods=["GET"]),
         ],
         exception_handlers={HTTPException: unknown_path},
@@ -235,13 +271,13 @@ def _over_rpm(tenant: Tenant, wait: float) -> Exception:
 
 
 def _spend(tenant: Tenant) -> dict[str, Any]:
-    """The key's budget account: its own, or the shared one it spends from; none without."""
+    """The key's budget account: its own, or the server's it spends from; none without."""
     try:
-        spent: Spending = tenant.router.spending()
+        spent: Spending = tenant.router.spending(key=tenant.key.name) if tenant.key.budget else tenant.router.spending()
     except ConfigError:
         return {"budget": None}
     return {
-        "budget": tenant.key.budget.name if tenant.key.budget else "shared",
+        "budget": tenant.key.budget.scope if tenant.key.budget else "shared",
         "cap": _amount(spent.cap),
         "spent": _amount(spent.spent),
         "reserved": _amount(spent.reserved),

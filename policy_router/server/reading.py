@@ -75,7 +75,13 @@ def read(
         kwargs[name] = value
     if not isinstance(kwargs.get("model"), str) or not kwargs["model"]:
         raise ConfigError("'model' is required: the name of a group (GET /v1/models lists them)")
-    problem = defined.problem(kwargs)
+    # LiteLLM's `metadata.tags` (a list) beside OpenAI's string-valued metadata: read apart.
+    metadata = kwargs.get("metadata")
+    tags = metadata.get("tags") if isinstance(metadata, dict) else None
+    if isinstance(metadata, dict) and isinstance(tags, list) and all(isinstance(t, str) for t in tags):
+        problem = defined.problem({**kwargs, "metadata": {k: v for k, v in metadata.items() if k != "tags"}})
+    else:
+        problem = defined.problem(kwargs)
     if problem is not None:
         place, what = problem
         raise ConfigError(f"{place!r} is not valid: {what} (OpenAI's definition of {endpoint})")
@@ -90,12 +96,39 @@ def read(
     deadline = _deadline(asked.get("deadline", _seconds(headers.get("x-policy-router-deadline"))))
     if most_deadline is not None:
         deadline = most_deadline if deadline is None else min(deadline, most_deadline)
+    _scoped(kwargs, headers)
     kwargs["on_device"] = key.on_device or on_device
     if deadline is not None:
         kwargs["deadline"] = deadline
     if asked.get("needs") is not None:
         kwargs["needs"] = _needs(asked["needs"])
     return kwargs
+
+
+def _scoped(kwargs: dict[str, Any], headers: Mapping[str, str]) -> None:
+    """The end user and tags a request's budgets know it by: the body's `user` (OpenAI's
+    own) or `x-policy-router-user`, and `metadata.tags` (LiteLLM's) plus
+    `x-policy-router-tags: a,b`."""
+    user = headers.get("x-policy-router-user")
+    if user is not None:
+        user = user.strip()
+        if not user:
+            raise ConfigError("x-policy-router-user is empty; send the end user's id, or leave the header out")
+        if kwargs.get("user") not in (None, user):
+            raise ConfigError("the body's 'user' and x-policy-router-user differ; send one of them")
+        kwargs["user"] = user
+    tags = headers.get("x-policy-router-tags")
+    if tags is not None:
+        named = [t.strip() for t in tags.split(",") if t.strip()]
+        if not named:
+            raise ConfigError("x-policy-router-tags names no tag; send them comma-separated: team:search,batch")
+        metadata = kwargs.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise ConfigError("'metadata' must be an object to carry tags")
+        had = metadata.get("tags") or []
+        if not isinstance(had, list):
+            raise ConfigError("'metadata.tags' must be a list of tags")
+        kwargs["metadata"] = {**metadata, "tags": [*had, *(t for t in named if t not in had)]}
 
 
 def _deadline(value: Any) -> float | None:
