@@ -65,6 +65,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python tests/bench/throughput.py
 	$(BIN)/python tests/bench/redis_store.py
 	$(BIN)/python tests/bench/metrics.py
+	$(BIN)/python tests/bench/budgetbench.py
 
 constraints: $(VENV)/.installed-dev
 	$(PIP) freeze --exclude-editable | grep -v '^policy-router' > constraints.txt

@@ -76,8 +76,10 @@ class Budget:
         tz: The zone of a day, week or month (`"Europe/Oslo"`, read with `zoneinfo`).
         per: `"user"`, `"tag"`, `"key"` or `"team"`: each distinct one its own cap. A call
             with no such thing (no `user`, say) is not under this budget.
-        user, tag, key, team: That one end user, tag, server key or team, all its calls
-            together.
+        user: That one end user (the call's `user`), all its calls together.
+        tag: That one tag, every call carrying it together.
+        key: That one server key's calls (the router's `scope={"key": ...}`).
+        team: That one server team's calls (`scope={"team": ...}`).
         route: A route's id or name: once it cannot take a call's worst case the route is
             skipped, with a reason, and the call goes on to the next route.
         provider: A provider (`"openai"`), over all its routes, as `route` does.
