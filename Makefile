@@ -1,4 +1,5 @@
 # make demo : create .venv, install, run the demo on the embedded FakeProvider (no keys)
+# make serve-demo : the server on the demo's routes, with a printed key (no provider key)
 # make test : create .venv, install with dev extras, lint, type-check, build the docs, run the whole suite
 # Installs go through constraints.txt (exact versions), so a new LiteLLM release never
 # changes what CI runs; bump it on purpose with `make constraints`.
@@ -15,7 +16,7 @@ export LITELLM_OFFLINE_MODE := true
 # Material for MkDocs' notice of its successor, printed on every build.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: demo test test-fast lint docs bench notebooks constraints clean
+.PHONY: demo serve-demo test test-fast lint docs bench notebooks constraints clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "policy_router needs Python 3.11+"'
@@ -26,14 +27,25 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	$(PIP) install --quiet -c constraints.txt -e .
 	touch $@
 
-$(VENV)/.installed-dev: $(BIN)/python pyproject.toml constraints.txt
+$(VENV)/.installed-dev: $(BIN)/python pyproject.toml constraints.txt tests/node/package-lock.json
 	@# The docs tools' pins (pymdown-extensions 13) need 3.11.5: say so, not a resolver error.
 	$(BIN)/python -c 'import sys; assert sys.version_info >= (3, 11, 5), "make test needs Python 3.11.5+ (the dev pins); make demo runs on 3.11"'
 	$(PIP) install --quiet -c constraints.txt -e '.[dev,langchain,notebooks,redis,otel,duckdb,postgres,server]'
+	@# The OpenAI Node SDK the server's tests use as a client, pinned by its lock file,
+	@# where node is on PATH (those tests are skipped where it is not).
+	if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/node --no-audit --no-fund --loglevel=error; fi
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
 	$(BIN)/python -m policy_router demo
+
+# The server on the demo's routes (FakeProvider, no provider key): point any client at it.
+$(VENV)/.installed-server: $(VENV)/.installed
+	$(PIP) install --quiet -c constraints.txt -e '.[server]'
+	touch $@
+
+serve-demo: $(VENV)/.installed-server
+	$(BIN)/python -m policy_router serve --demo
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check policy_router tests
@@ -66,6 +78,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python tests/bench/redis_store.py
 	$(BIN)/python tests/bench/metrics.py
 	$(BIN)/python tests/bench/budgetbench.py
+	$(BIN)/python tests/bench/server.py
 
 constraints: $(VENV)/.installed-dev
 	$(PIP) freeze --exclude-editable | grep -v '^policy-router' > constraints.txt

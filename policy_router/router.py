@@ -299,6 +299,18 @@ class Router:
             await self._aroute("completion", model, None, {**kwargs, "prompt": prompt})
         ).response
 
+    async def aanthropic_messages(self, **kwargs: Any) -> Any:
+        """Route a `litellm.anthropic_messages` call: Anthropic's Messages API (`model=` a
+        group, `messages`, `max_tokens`, `system`, `tools`, `thinking`, `stream`, ...) over
+        any route that serves chat, LiteLLM reaching each provider its own way. Returns
+        Anthropic's response (a dict), or with `stream=True` an `AsyncRoutedStream` of its
+        server-sent events, as bytes. Async only, as LiteLLM's own function is."""
+        return (await self._aroute("messages", kwargs.pop("model", None), None, kwargs)).response
+
+    async def anthropic_messages(self, **kwargs: Any) -> Any:
+        """`aanthropic_messages` by the name LiteLLM's Router gives it (async too)."""
+        return await self.aanthropic_messages(**kwargs)
+
     def route(
         self,
         model: str | None = None,

@@ -169,3 +169,21 @@ def test_every_policy_file_a_page_shows_passes_check(
     file.write_text(text)
     monkeypatch.chdir(tmp_path)
     assert main(["check", str(file)]) == 0, page
+
+
+PUBLIC_MODULES = [
+    "policy_router", "policy_router.server", "policy_router.testing", "policy_router.integrations.litellm",
+    "policy_router.integrations.langchain", "policy_router.integrations.otel",
+]
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES)
+def test_the_api_reference_documents_every_public_name(module: str) -> None:
+    """Every name a public module exports (`__all__`) has its entry in the API reference,
+    generated from its docstring."""
+    import importlib
+
+    reference = "".join(p.read_text() for p in (ROOT / "docs" / "reference").glob("*.md"))
+    names = importlib.import_module(module).__all__
+    missing = [n for n in names if f"::: {module}.{n}\n" not in reference + "\n" and f"::: policy_router.{n}\n" not in reference + "\n"]
+    assert missing == [], f"docs/reference/api.md lacks {missing} of {module}"

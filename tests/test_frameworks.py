@@ -13,7 +13,7 @@ from policy_router import Router
 from policy_router.integrations.litellm import register, unregister
 from policy_router.testing import Fail, FakeProvider, Reply
 
-from .conftest import fake_route
+from .conftest import fake_route, prices
 
 DSPY_ANSWER = Reply("[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]")
 
@@ -34,6 +34,26 @@ def test_dspy_predicts_through_the_router(smart: Router, fake: FakeProvider) -> 
     with dspy.context(lm=lm):
         answer = dspy.Predict("question -> answer")(question="Capital of France?").answer
     assert answer == "Paris" and fake.requests() == 2
+
+
+def test_dspy_usage_and_history_carry_the_providers_numbers_and_the_routers_cost(fake: FakeProvider) -> None:
+    """`track_usage` counts the tokens the provider billed; `lm.history` has what the
+    router charged the whole request (a failed route's attempt and the answer's)."""
+    table = prices(a="1000", b="1000")
+    router = Router([fake_route(fake, "a", group="smart", prices=table), fake_route(fake, "b", group="smart", prices=table)])
+    register(router)
+    try:
+        fake.script("a", Fail(503))
+        fake.script("b", Reply("[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]", usage=(11, 7)))
+        lm = dspy.LM("policy_router/smart", cache=False, num_retries=0)
+        with dspy.context(lm=lm, track_usage=True):
+            answer = dspy.Predict("question -> answer")(question="Capital of France?")
+        usage = answer.get_lm_usage()["policy_router/smart"]
+        assert (usage["prompt_tokens"], usage["completion_tokens"]) == (11, 7)
+        assert lm.history[-1]["cost"] == pytest.approx(0.018)  # 18 tokens at $1000 a million
+    finally:
+        unregister()
+        router.close()
 
 
 def test_smolagents_model_calls_through_the_router(smart: Router, fake: FakeProvider) -> None:

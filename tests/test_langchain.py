@@ -341,3 +341,22 @@ def test_no_secret_in_call_kwargs_is_serialised_wherever_it_sits(
     text = dumps(model)
     assert secret not in text
     assert all(key in text for key, _ in path)
+
+
+@pytest.mark.parametrize(
+    ("given", "sent"),
+    [
+        ("auto", "auto"),
+        ("any", "required"),
+        ("get_weather", {"type": "function", "function": {"name": "get_weather"}}),
+        ({"type": "function", "function": {"name": "get_weather"}}, {"type": "function", "function": {"name": "get_weather"}}),
+        (True, {"type": "function", "function": {"name": "get_weather"}}),
+        (False, None),
+    ],
+)
+def test_bind_tools_takes_every_tool_choice_chat_litellm_takes(fake: FakeProvider, given: Any, sent: Any) -> None:
+    """A name, "any", OpenAI's dict, True and False, positional as ChatLiteLLM takes it:
+    the provider receives OpenAI's `tool_choice` (none for False)."""
+    chat(fake).bind_tools([get_weather], given).invoke("weather?")
+    body = fake.bodies("a")[-1]
+    assert body.get("tool_choice") == sent

@@ -299,3 +299,23 @@ def test_litellm_knows_what_a_group_can_do_and_keeps_up(fake: FakeProvider) -> N
     assert not any(k.startswith("policy_router/") for k in litellm.model_cost)
     router.reconfigure(routes=[fake_route(fake, "a", capabilities={"chat": True, "tools": True})])
     assert "policy_router/g" not in litellm.model_cost  # no longer followed
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_litellms_user_reaches_the_routers_per_user_budget(fake: FakeProvider, stream: bool) -> None:
+    """LiteLLM drops `user` from a custom provider's parameters (it maps them as an
+    OpenAI-like provider's); the provider reads it back, so a `per="user"` budget counts
+    the call of `litellm.completion(model="policy_router/g", user=...)`."""
+    table = PriceTable.from_dict({"currency": "USD", "as_of": "2026-11-01", "source": "test",
+                                  "models": {"openai/a": {"input": "1000", "output": "1000"}}})
+    router = Router([fake_route(fake, "a", prices=table)], budgets=[Budget("1.00", period="day", per="user")])
+    register(router)
+    try:
+        answer = litellm.completion(model="policy_router/g", messages=MESSAGES, user="u-7", stream=stream)
+        if stream:
+            list(answer)
+        assert router.spending(user="u-7").calls == 1
+        assert router.spending(user="u-8").calls == 0
+    finally:
+        unregister()
+        router.close()

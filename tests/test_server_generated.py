@@ -1,5 +1,5 @@
-"""The server's promises under generated input: any JSON value in any field of the three
-request bodies is answered, never with a 500, and leaves nothing reserved; and whatever
+"""The server's promises under generated input: any JSON value in any field of the four
+request bodies (OpenAI's three, Anthropic's Messages) is answered, never with a 500, and leaves nothing reserved; and whatever
 fault strikes after a reservation (an exception before or after the request left, in the
 provider's library or in the answer's making), nothing stays in flight.
 
@@ -24,11 +24,15 @@ from policy_router.testing import FakeProvider
 from .conftest import KEY_PREFIX
 from .test_server import SOLO, policy
 
-PATHS = {"chat": "/v1/chat/completions", "embedding": "/v1/embeddings", "responses": "/v1/responses"}
+PATHS = {
+    "chat": "/v1/chat/completions", "embedding": "/v1/embeddings", "responses": "/v1/responses",
+    "messages": "/v1/messages",
+}
 BASES: dict[str, dict[str, Any]] = {
     "chat": {"model": "smart", "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 5},
     "embedding": {"model": "emb", "input": "hello"},
     "responses": {"model": "smart", "input": "Say hello.", "max_output_tokens": 5},
+    "messages": {"model": "smart", "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 5},
 }
 AUTH = {"Authorization": f"Bearer {SOLO}"}
 
@@ -103,9 +107,11 @@ def test_no_fault_after_a_reservation_keeps_it(fake: FakeProvider, http: Any, en
     from policy_router.server import answers
 
     kinds = [ValueError("bad"), KeyError("k"), RuntimeError("boom"), AttributeError("x"), TypeError("t")]
-    function = {"chat": "acompletion", "embedding": "aembedding", "responses": "aresponses"}[endpoint]
+    function = {"chat": "acompletion", "embedding": "aembedding", "responses": "aresponses", "messages": "anthropic_messages"}[endpoint]
     real = getattr(litellm, function)
-    real_shaped = answers.shaped
+    from policy_router.server import anthropic
+
+    real_shaped = anthropic.shaped if endpoint == "messages" else answers.shaped
 
     @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(where=st.sampled_from(FAULTS), error=st.sampled_from(kinds), stream=st.booleans())
@@ -132,6 +138,7 @@ def test_no_fault_after_a_reservation_keeps_it(fake: FakeProvider, http: Any, en
         from policy_router.server import app as app_module
 
         monkeypatch.setattr(app_module, "shaped", shaped)
+        monkeypatch.setattr(app_module, "message_shaped", shaped)
         body = {**BASES[endpoint], **({"stream": True} if stream and endpoint != "embedding" else {})}
         before = held(http)
         http.post(PATHS[endpoint], json=body, headers=AUTH)

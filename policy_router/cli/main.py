@@ -298,9 +298,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_serve = commands.add_parser(
         "serve", help="serve CONFIG as an OpenAI-compatible API (needs the server extra)"
     )
-    p_serve.add_argument("config", help="a policy file, with its server.keys (or POLICY_ROUTER_API_KEY set)")
+    p_serve.add_argument("config", nargs="?", help="a policy file, with its server.keys (or POLICY_ROUTER_API_KEY set)")
+    p_serve.add_argument(
+        "--demo", action="store_true",
+        help="serve the demo's routes on an embedded FakeProvider with a printed key: no file, no provider key",
+    )
     p_serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     p_serve.add_argument("--port", type=int, default=8000, help="the port (default 8000)")
+    p_serve.add_argument(
+        "--workers", type=int, default=None,
+        help="worker processes (default: one per core when the file names a shared store:, else 1)",
+    )
     for p in (p_check, p_diff, p_explain, p_report, p_spend):
         p.add_argument("--json", action="store_true", help="machine-readable output")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -319,11 +327,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command == "demo":
             return demo()
+        if args.command == "serve" and args.demo:
+            if args.config is not None:
+                raise ConfigError("serve --demo serves the demo's own routes: leave out the policy file, or --demo")
+            from .serve_demo import serve_demo
+
+            serve_demo(args.host, args.port, lambda text: print(text, file=sys.stderr, flush=True), workers=args.workers)
+            return 0
         if args.command == "serve":
             from ..server import serve
 
+            if args.config is None:
+                raise ConfigError("serve needs a policy file (policy-router serve policy.yaml), or --demo to try it without one")
             serve(
-                args.config, host=args.host, port=args.port,
+                args.config, host=args.host, port=args.port, workers=args.workers,
                 on_ready=lambda url: print(f"policy-router: serving {args.config} on {url}", file=sys.stderr, flush=True),
             )
             return 0

@@ -18,7 +18,7 @@ from ..core.gate import Send
 from ..core.journey import Journey, Routed
 from ..core.plan import Plan
 from ..endpoints import Endpoint, StreamShape
-from . import stream_open
+from . import dropped, stream_open
 from .loops import adrive, drive, later, step
 from .seam import raised, transport
 from .stream_watch import Opened, StreamRestart, Watch
@@ -47,6 +47,7 @@ class _Routed:
         """`reopen` opens the next route's answer (sync for RoutedStream, a coroutine for
         AsyncRoutedStream); given only with `stream_failure="restart"`."""
         source, iterator, first, strip = opened
+        dropped.ready()
         self._watch = Watch(source, first, plan, send, strip, shape)
         self._it = iterator
         self._reopen = reopen
@@ -94,7 +95,11 @@ class _Routed:
         if watch is None or watch.done:
             return
         watch.plan.run(watch.closed(), bounded=False)
-        self._release_connection()
+        self._dropped()
+
+    def _dropped(self) -> None:
+        """Release the connection of a stream collected unread (see `dropped`)."""
+        raise NotImplementedError
 
     def _release_connection(self) -> None:
         raise NotImplementedError
@@ -181,6 +186,13 @@ class RoutedStream(_Routed, Iterator[Any]):
         if close is not None:
             close()
 
+    def _dropped(self) -> None:
+        # Collected, maybe inside the HTTP client's own lock on this thread: closed on
+        # another thread (`dropped`), never here.
+        close = getattr(self._it, "close", None)
+        if close is not None:
+            dropped.hand(close)
+
     def __enter__(self) -> RoutedStream:
         return self
 
@@ -266,6 +278,9 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
         close = getattr(self._it, "aclose", None)
         if close is not None:
             await close()
+
+    def _dropped(self) -> None:
+        self._release_connection()
 
     def _release_connection(self) -> None:
         # Dropped without aclose(): the connection can only be released on its own event

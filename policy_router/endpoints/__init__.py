@@ -18,6 +18,7 @@ from .base import Endpoint, Piece, StreamShape
 from .chat import CHAT
 from .completion import COMPLETION
 from .embedding import EMBEDDING
+from .messages import MESSAGES
 from .responses import RESPONSES
 
 __all__ = ["ENDPOINTS", "Endpoint", "Piece", "StreamShape", "endpoint", "with_messages"]
@@ -33,14 +34,15 @@ def endpoint(name: str) -> Endpoint:
     return found
 
 
-ENDPOINTS: Mapping[str, Endpoint] = {e.name: e for e in (CHAT, EMBEDDING, RESPONSES, COMPLETION)}
+ENDPOINTS: Mapping[str, Endpoint] = {e.name: e for e in (CHAT, EMBEDDING, RESPONSES, COMPLETION, MESSAGES)}
 
 
 def with_messages(endpoint: Endpoint, messages: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The call's keyword arguments with chat's positional `messages` among them (a
-    `messages=` given to another endpoint is refused, naming the keyword it takes)."""
-    if endpoint.name == "chat":
-        return {**kwargs, "messages": messages}
+    """The call's keyword arguments with the positional `messages` among them, for the
+    endpoints that take messages (chat, Anthropic's Messages API); a `messages=` given to
+    another endpoint is refused, naming the keyword it takes."""
+    if endpoint.prompt[0] == "messages":
+        return {**kwargs, "messages": messages} if messages is not None or "messages" not in kwargs else dict(kwargs)
     if messages is not None:
         raise ConfigError(
             f"messages= belongs to chat; a {endpoint.name} call takes {endpoint.prompt[0]}="

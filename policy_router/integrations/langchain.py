@@ -238,18 +238,37 @@ class ChatPolicyRouter(BaseChatModel):
     def bind_tools(
         self,
         tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        tool_choice: dict[str, Any] | str | bool | None = None,
         *,
-        tool_choice: str | None = None,
         strict: bool | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Bind tools in OpenAI's format (`strict=True` puts `strict` on each function); the
-        router then needs routes that can do tools."""
+        router then needs routes that can do tools. `tool_choice` takes the forms
+        `ChatLiteLLM` and `ChatOpenAI` take: "auto", "none", "required" (or "any"), a tool's
+        name, OpenAI's dict (`{"type": "function", "function": {"name": ...}}`, passed as it
+        is), True (the one tool bound, or "required" for several) or False (none asked)."""
         formatted = [convert_to_openai_tool(t, strict=strict) for t in tools]
-        if tool_choice is not None and tool_choice not in ("auto", "none", "required", "any"):
-            tool_choice_value: Any = {"type": "function", "function": {"name": tool_choice}}
+        tool_choice_value: Any
+        if tool_choice is None or tool_choice is False:
+            tool_choice_value = None
+        elif tool_choice is True:
+            tool_choice_value = (
+                {"type": "function", "function": {"name": formatted[0]["function"]["name"]}}
+                if len(formatted) == 1 else "required"
+            )
+        elif isinstance(tool_choice, dict):
+            tool_choice_value = tool_choice
+        elif isinstance(tool_choice, str):
+            if tool_choice in ("auto", "none", "required", "any"):
+                tool_choice_value = "required" if tool_choice == "any" else tool_choice
+            else:
+                tool_choice_value = {"type": "function", "function": {"name": tool_choice}}
         else:
-            tool_choice_value = "required" if tool_choice == "any" else tool_choice
+            raise ConfigError(
+                f"tool_choice must be 'auto', 'none', 'required', 'any', a tool's name, a dict or "
+                f"a bool, got {type(tool_choice).__name__}"
+            )
         if tool_choice_value is not None:
             kwargs["tool_choice"] = tool_choice_value
         return super().bind(tools=formatted, **kwargs)

@@ -118,10 +118,15 @@ class RouterProvider(CustomLLM):
         self.router = router
 
     @staticmethod
-    def _kwargs(optional_params: Mapping[str, Any], timeout: Any) -> dict[str, Any]:
+    def _kwargs(optional_params: Mapping[str, Any], timeout: Any, logging_obj: Any = None) -> dict[str, Any]:
         kwargs = {k: v for k, v in optional_params.items() if k not in _DROPPED}
         if isinstance(timeout, int | float) and float(timeout) not in _DEFAULT_TIMEOUTS:
             kwargs.setdefault("timeout", timeout)
+        # LiteLLM maps a custom provider's parameters as an OpenAI-like one's, which drops
+        # `user` (litellm 1.110.2); it keeps it in the call's logging details only.
+        user = getattr(logging_obj, "model_call_details", {}).get("user")
+        if isinstance(user, str) and user:
+            kwargs.setdefault("user", user)
         kwargs.update(_UNLOGGED)
         return kwargs
 
@@ -131,9 +136,9 @@ class RouterProvider(CustomLLM):
     ) -> Any:
         with _as_litellm(model):
             response = self.router.completion(
-                model=model, messages=messages, **self._kwargs(optional_params, timeout)
+                model=model, messages=messages, **self._kwargs(optional_params, timeout, logging_obj)
             )
-        _charge(logging_obj, _journey_of(response))
+        _charge(logging_obj, response)
         return response
 
     async def acompletion(  # type: ignore[override]
@@ -142,28 +147,28 @@ class RouterProvider(CustomLLM):
     ) -> Any:
         with _as_litellm(model):
             response = await self.router.acompletion(
-                model=model, messages=messages, **self._kwargs(optional_params, timeout)
+                model=model, messages=messages, **self._kwargs(optional_params, timeout, logging_obj)
             )
-        _charge(logging_obj, _journey_of(response))
+        _charge(logging_obj, response)
         return response
 
     def streaming(  # type: ignore[override]
         self, model: str, messages: list[Any], *_: Any, optional_params: dict[str, Any],
-        timeout: Any = None, **__: Any,
+        timeout: Any = None, logging_obj: Any = None, **__: Any,
     ) -> Iterator[Any]:
         with _as_litellm(model):
             stream = self.router.completion(
-                model=model, messages=messages, stream=True, **self._kwargs(optional_params, timeout)
+                model=model, messages=messages, stream=True, **self._kwargs(optional_params, timeout, logging_obj)
             )
         return _chunks(stream)
 
     def astreaming(  # type: ignore[override]
         self, model: str, messages: list[Any], *_: Any, optional_params: dict[str, Any],
-        timeout: Any = None, **__: Any,
+        timeout: Any = None, logging_obj: Any = None, **__: Any,
     ) -> AsyncIterator[Any]:
         with _as_litellm(model):
             stream = self.router.completion(
-                model=model, messages=messages, stream=True, **self._kwargs(optional_params, timeout)
+                model=model, messages=messages, stream=True, **self._kwargs(optional_params, timeout, logging_obj)
             )
         return _AsyncChunks(stream)
 
@@ -173,9 +178,9 @@ class RouterProvider(CustomLLM):
     ) -> Any:
         with _as_litellm(model):
             response = self.router.embedding(
-                model=model, input=input, **self._kwargs(optional_params, timeout)
+                model=model, input=input, **self._kwargs(optional_params, timeout, logging_obj)
             )
-        _charge(logging_obj, _journey_of(response))
+        _charge(logging_obj, response)
         return response
 
     async def aembedding(  # type: ignore[override]
@@ -184,9 +189,9 @@ class RouterProvider(CustomLLM):
     ) -> Any:
         with _as_litellm(model):
             response = await self.router.aembedding(
-                model=model, input=input, **self._kwargs(optional_params, timeout)
+                model=model, input=input, **self._kwargs(optional_params, timeout, logging_obj)
             )
-        _charge(logging_obj, _journey_of(response))
+        _charge(logging_obj, response)
         return response
 
 
@@ -199,11 +204,14 @@ def _usd(journey: Any) -> float | None:
     return float(cost.micros) / 1_000_000
 
 
-def _charge(logging_obj: Any, journey: Any) -> None:
+def _charge(logging_obj: Any, response: Any) -> None:
     """Tell LiteLLM's logging of the outer call what the router charged the request, so
-    its callbacks' `response_cost` is the router's spend (left to LiteLLM's own estimate
-    when `_usd` knows none, or LiteLLM's logging object lacks the hook)."""
-    usd = _usd(journey)
+    its callbacks' `response_cost` is the router's spend, and put it in the response's
+    `_hidden_params["response_cost"]`, where callers that keep a history read it (DSPy's
+    `lm.history`); both left to LiteLLM's own estimate when `_usd` knows none, or
+    LiteLLM's logging object lacks the hook."""
+    usd = _usd(_journey_of(response))
+    _stamp(response, _journey_of(response))
     record = getattr(logging_obj, "record_finalized_cost", None)
     if usd is None or record is None:
         return

@@ -36,21 +36,26 @@ if TYPE_CHECKING:
 __all__ = ["Budgets", "CallScope", "cap_text", "parse_scope", "scope_of"]
 
 CallScope = Mapping[str, str]
-"""Who a call is for, as the router's `scope=` keyword names it: `{"key": ..., "team": ...}`."""
+"""Who a call is for, as the router's `scope=` keyword names it: `{"key": ..., "team": ...}`,
+and where the call's own arguments cannot carry them (Anthropic's Messages API has no
+`user` and no tags), `"user"` and `"tags"` (comma-separated)."""
+
+_SCOPE_NAMES = frozenset({"key", "team", "user", "tags"})
 
 _FRESH = 1.0  # seconds a process keeps the live caps it read
 
 
 def scope_of(given: object) -> CallScope | None:
-    """A call's `scope=` checked: None, or a mapping of "key" and "team" to names."""
+    """A call's `scope=` checked: None, or a mapping of "key", "team", "user" and "tags"
+    to names."""
     if given is None:
         return None
-    if not isinstance(given, Mapping) or not set(given) <= {"key", "team"} or not all(
+    if not isinstance(given, Mapping) or not set(given) <= _SCOPE_NAMES or not all(
         isinstance(v, str) and v for v in given.values()
     ):
         raise ConfigError(
-            f"scope= names who a call is for, for its budgets: {{'key': ..., 'team': ...}} "
-            f"with names as strings; got {given!r}"
+            f"scope= names who a call is for, for its budgets: {{'key': ..., 'team': ..., "
+            f"'user': ..., 'tags': 'a,b'}} with names as strings; got {given!r}"
         )
     return dict(given)
 
@@ -130,11 +135,13 @@ class Budgets:
 
     # -- a call's ledger -------------------------------------------------------------------
     def for_call(self, call_kwargs: Mapping[str, Any], scope: CallScope | None) -> Ledger | None:
-        """The ledger of a LiteLLM-shaped call: by its `user`, its `metadata["tags"]`, and
-        the key and team its `scope=` names (None: no budget covers it)."""
+        """The ledger of a LiteLLM-shaped call: by its `user` (for Anthropic's Messages
+        API, `metadata["user_id"]`), its `metadata["tags"]`, and the key and team its
+        `scope=` names (None: no budget covers it)."""
         metadata = call_kwargs.get("metadata")
-        tags = metadata.get("tags") if isinstance(metadata, Mapping) else None
-        return self.ledger(call_kwargs.get("user"), tags, scope)
+        metadata = metadata if isinstance(metadata, Mapping) else {}
+        user = call_kwargs.get("user")
+        return self.ledger(metadata.get("user_id") if user is None else user, metadata.get("tags"), scope)
 
     def ledger(self, user: object = None, tags: object = None, scope: CallScope | None = None) -> Ledger | None:
         """The ledger of a call from `user` (LiteLLM's `user`), carrying `tags`
@@ -317,12 +324,16 @@ def _period_key(budget: Budget) -> str:
 def _named_of(user: object, tags: object, scope: CallScope | None) -> dict[str, tuple[str, ...]]:
     """What a call is, by scope kind: its user, its tags, its key and team."""
     named: dict[str, tuple[str, ...]] = {}
+    scope = scope or {}
+    user = user if isinstance(user, str) and user else scope.get("user")
     if isinstance(user, str) and user:
         named["user"] = (user,)
-    if isinstance(tags, list | tuple):
-        named["tag"] = tuple(dict.fromkeys(t for t in tags if isinstance(t, str) and t))
+    listed = list(tags) if isinstance(tags, list | tuple) else []
+    listed += [t.strip() for t in str(scope.get("tags") or "").split(",")]
+    if any(isinstance(t, str) and t for t in listed):
+        named["tag"] = tuple(dict.fromkeys(t for t in listed if isinstance(t, str) and t))
     for kind in ("key", "team"):
-        value = (scope or {}).get(kind)
+        value = scope.get(kind)
         if isinstance(value, str) and value:
             named[kind] = (value,)
     return named

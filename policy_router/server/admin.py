@@ -19,7 +19,7 @@ from ..policies.scopes import parse_scope
 from .answers import amount
 from .tenants import Tenant
 
-__all__ = ["budget_of", "shown", "spend_of"]
+__all__ = ["budget_of", "key_account", "shown", "spend_of"]
 
 _FIELDS = frozenset({"cap", "currency", "period", "tz", "unpriced", "strict", "warn_at"})
 
@@ -75,3 +75,23 @@ def budget_of(scope: str, body: Any, currency: str) -> Budget:
         period=body.get("period"), tz=body.get("tz"), warn_at=body.get("warn_at", ()),
         **named,
     )
+
+
+def key_account(tenant: Tenant) -> dict[str, Any]:
+    """The key's budget account as `/health` shows it: its own, or the server's it spends
+    from; `{"budget": None}` without."""
+    try:
+        spent: Spending = tenant.router.spending(key=tenant.key.name) if tenant.key.budget else tenant.router.spending()
+    except ConfigError:
+        return {"budget": None}
+    return {
+        "budget": tenant.key.budget.scope if tenant.key.budget else "shared",
+        "cap": amount(spent.cap),
+        "spent": amount(spent.spent),
+        "reserved": amount(spent.reserved),
+        "left": amount(spent.left),
+        "currency": spent.currency,
+        "calls": spent.calls,
+        "in_flight": spent.in_flight,
+        "exact": spent.is_exact,
+    }

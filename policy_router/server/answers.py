@@ -10,8 +10,10 @@ each skip and failure, secrets already taken out.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -32,7 +34,7 @@ from ..ground.errors import (
 from ..ground.money import Money
 from ..ground.records import Check
 
-__all__ = ["amount", "error_body", "events", "header_text", "headers_of", "journey_of", "shaped"]
+__all__ = ["amount", "as_base64", "error_body", "events", "header_text", "headers_of", "journey_of", "shaped"]
 
 
 def journey_of(journey: Journey) -> dict[str, Any]:
@@ -78,6 +80,26 @@ def shaped(routed: Routed[Any]) -> dict[str, Any]:
     return body
 
 
+def _completion_chunk(item: Any) -> str:
+    """A legacy completion's chunk as OpenAI sends it: every choice has its `text`, the
+    last one an empty one (LiteLLM leaves it out, and SDK code joins the texts)."""
+    found = item.model_dump(exclude_none=True)
+    for choice in found.get("choices") or ():
+        choice.setdefault("text", "")
+    return json.dumps(found)
+
+
+def as_base64(body: dict[str, Any]) -> dict[str, Any]:
+    """An embeddings answer with each vector as OpenAI sends it for
+    `encoding_format="base64"`: its float32 values, little-endian, in base64 (the SDKs
+    ask for that by default and decode it; a vector already in base64 stays as it is)."""
+    for item in body.get("data") or ():
+        vector = item.get("embedding") if isinstance(item, dict) else None
+        if isinstance(vector, list):
+            item["embedding"] = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+    return body
+
+
 async def events(
     routed: Routed[Any], endpoint: str, record: Callable[[Any], Awaitable[None]] | None = None
 ) -> AsyncIterator[bytes]:
@@ -90,7 +112,7 @@ async def events(
         async for item in stream:
             if record is not None:
                 await record(item)
-            data = item.model_dump_json(exclude_none=endpoint == "chat")
+            data = _completion_chunk(item) if endpoint == "completion" else item.model_dump_json(exclude_none=endpoint == "chat")
             if endpoint == "responses":
                 yield f"event: {getattr(item, 'type', 'message')}\ndata: {data}\n\n".encode()
             else:
@@ -105,7 +127,7 @@ async def events(
         close = getattr(stream, "aclose", None)
         if close is not None:
             await close()  # a client that went away: the stream's money is settled
-    if endpoint == "chat":
+    if endpoint in ("chat", "completion"):
         yield b"data: [DONE]\n\n"
     yield f": policy_router {json.dumps(journey_of(stream.journey))}\n\n".encode()
 

@@ -11,30 +11,39 @@ settled (`leaving`). Unknown paths and methods answer in OpenAI's error shape.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from loguru import logger
 
 from ..config.policy_file import load
+from ..core.journey import Journey
 from ..ground.errors import ConfigError, StoreUnavailableError
 from ..ground.ids import new_id
-from ..policies.budget import Spending
-from .admin import budget_of, spend_of
-from .answers import amount as _amount
-from .answers import error_body, events, headers_of, not_found, shaped
+from .admin import budget_of, key_account, spend_of
+from .answers import as_base64, error_body, events, headers_of, not_found, shaped
+from .anthropic import error_of, input_tokens, key_of, read_messages
+from .anthropic import events as message_events
+from .anthropic import shaped as message_shaped
 from .body import DEFAULT_MAX_BODY_MB, TooLarge, json_of, read_body
 from .leaving import ClientGone, unless_gone
-from .owners import named_ids, owned_ids
+from .metrics import Meter, Seen
+from .owners import named_ids, owned_ids, unknown_words
 from .reading import read
-from .tenants import Forbidden, Tenant, Tenants, Unauthorized
+from .request_ids import RequestIds
+from .tenants import Forbidden, Tenant, Tenants, Unauthorized, over_rpm
 
-__all__ = ["create_app", "serve"]
+__all__ = ["DEFAULT_GRACE", "KEEP_ALIVE", "create_app"]
 
-_PATHS = {"chat": "/v1/chat/completions", "embedding": "/v1/embeddings", "responses": "/v1/responses"}
+_PATHS = {
+    "chat": "/v1/chat/completions", "embedding": "/v1/embeddings", "responses": "/v1/responses",
+    "completion": "/v1/completions",
+}
 
 DEFAULT_GRACE = 10.0
 """Seconds requests in flight are given after SIGTERM before they are cancelled."""
@@ -61,6 +70,7 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
     _starlette()
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
+    from starlette.middleware import Middleware
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
@@ -71,59 +81,118 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
     tenants = Tenants(loaded, os.environ if env is None else env)
     settings = loaded.server
     limit = int((settings.max_body_mb if settings is not None else DEFAULT_MAX_BODY_MB) * 2**20)
+    meter = Meter(tenants.router.groups)
+    # The bodies' definitions take time to build: OpenAI's (0.1 s) before serving; the
+    # Messages API's (~4 s: the anthropic SDK imports every type it has) on a worker thread
+    # when the first Messages request comes, so no other request waits for it.
+    _define_bodies()
+    defined: set[str] = set()
 
-    def failed(error: BaseException) -> Response:
+    async def define(endpoint: str) -> None:
+        if endpoint not in defined:
+            from ..drive.seam.openai_params import params
+
+            await asyncio.to_thread(params, endpoint)
+            defined.add(endpoint)
+
+    def failed(error: BaseException, *, anthropic: bool = False) -> Response:
+        """`error` as OpenAI's error body, or as Anthropic's on the Messages paths."""
         if isinstance(error, Unauthorized):
             body = {"error": {"message": str(error), "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}}
-            return JSONResponse(body, status_code=401, headers={"x-should-retry": "false"})
-        if isinstance(error, Forbidden | PermissionError):
+            status, headers = 401, {"x-should-retry": "false"}
+        elif isinstance(error, Forbidden | PermissionError):
             body = {"error": {"message": str(error), "type": "permission_error", "param": None, "code": "forbidden"}}
-            return JSONResponse(body, status_code=403, headers={"x-should-retry": "false"})
-        if isinstance(error, TooLarge):
+            status, headers = 403, {"x-should-retry": "false"}
+        elif isinstance(error, TooLarge):
             body = {"error": {"message": str(error), "type": "invalid_request_error", "param": None, "code": "request_too_large"}}
-            return JSONResponse(body, status_code=413, headers={"x-should-retry": "false", "connection": "close"})
-        status, body, headers = error_body(error)
+            status, headers = 413, {"x-should-retry": "false", "connection": "close"}
+        else:
+            status, body, headers = error_body(error)
+        return answer(status, body, headers, anthropic)
+
+    def answer(status: int, body: dict[str, Any], headers: dict[str, str], anthropic: bool) -> Response:
+        if anthropic:
+            body = error_of(status, body["error"]["message"], body["error"].get("policy_router"))
         return JSONResponse(body, status_code=status, headers=headers)
 
-    def missing(message: str, **named: str) -> Response:
-        status, body, headers = not_found(message, **named)
-        return JSONResponse(body, status_code=status, headers=headers)
+    def missing(message: str, anthropic: bool = False, *, code: str | None = None, param: str | None = None) -> Response:
+        return answer(*not_found(message, code=code, param=param), anthropic)
+
+    def no_model(group: str, anthropic: bool) -> Response:
+        return missing(
+            f"The model '{group}' does not exist or you do not have access to it.", anthropic,
+            code="model_not_found", param="model",
+        )
 
     async def call(request: Request, endpoint: str) -> Response:
+        started, seen = time.perf_counter(), Seen()
+        response = await answered(request, endpoint, seen)
+        if not isinstance(response, StreamingResponse):
+            meter.done(seen, response.status_code, time.perf_counter() - started, bytes(response.body))
+            return response
+
+        async def metered(chunks: AsyncIterable[Any]) -> AsyncIterator[Any]:
+            try:
+                async for chunk in chunks:
+                    yield chunk
+            finally:
+                seen.journey = getattr(seen.stream, "journey", seen.journey)
+                meter.done(seen, response.status_code, time.perf_counter() - started)
+
+        response.body_iterator = metered(response.body_iterator)
+        return response
+
+    async def answered(request: Request, endpoint: str, seen: Seen) -> Response:
+        anthropic = endpoint == "messages"
+        named: dict[str, str] = {}
         try:
-            tenant = tenants.find(request.headers.get("authorization"))
+            tenant = tenants.find(key_of(request.headers) if anthropic else request.headers.get("authorization"))
+            seen.key = tenant.key.name
             body = json_of(await read_body(request, limit))
-            kwargs = read(endpoint, body, request.headers, tenant.key, tenants.deadline)
+            if anthropic:
+                await define(endpoint)
+                kwargs, named = read_messages(endpoint, body, request.headers, tenant.key, tenants.deadline)
+            else:
+                kwargs = read(endpoint, body, request.headers, tenant.key, tenants.deadline)
         except (Unauthorized, Forbidden, ConfigError, TooLarge) as error:
-            return failed(error)
+            return failed(error, anthropic=anthropic)
         group = kwargs["model"]
+        seen.group = meter.group_of(group)
         if tenant.key.groups is not None and group not in tenant.key.groups:
-            return missing(
-                f"The model '{group}' does not exist or you do not have access to it.",
-                code="model_not_found", param="model",
-            )
+            return no_model(group, anthropic)
         try:
-            for argument, named in named_ids(kwargs):
-                if await tenants.owners.owner(named) != tenant.key.name:
-                    message, said = _unknown(argument, named)
-                    return missing(message, **said)
+            for argument, id_ in named_ids(kwargs):
+                if await tenants.owners.owner(id_) != tenant.key.name:
+                    message, code = unknown_words(argument, id_)
+                    return missing(message, code=code, param=argument)
         except StoreUnavailableError as error:
             return failed(error)
+        # Asked as base64, the vectors are encoded here: every provider can send floats.
+        base64_asked = endpoint == "embedding" and kwargs.get("encoding_format") == "base64"
+        if base64_asked:
+            del kwargs["encoding_format"]
         slot = new_id()
         try:
             wait = await tenants.admit(tenant, slot)
             if wait is not None:
-                return failed(_over_rpm(tenant, wait))
+                return failed(over_rpm(tenant, wait), anthropic=anthropic)
+            scope = {**tenant.scope, **named}
             routed = await unless_gone(
-                request.receive, tenant.router.aroute(endpoint=endpoint, scope=tenant.scope, **kwargs)
+                request.receive, tenant.router.aroute(endpoint=endpoint, scope=scope, **kwargs)
             )
         except ClientGone:
             return Response(status_code=499)  # nobody reads it: the connection is gone
         except Exception as error:
-            return failed(error)
+            seen.journey = Journey.of(error)
+            return failed(error, anthropic=anthropic)
         finally:
             with contextlib.suppress(Exception):  # the slot stays counted; a lost write is the store's
                 await tenants.done(tenant, slot)
+        seen.journey, seen.stream = routed.journey, routed.response
+        if anthropic:
+            if kwargs.get("stream"):
+                return StreamingResponse(message_events(routed), media_type="text/event-stream", headers=headers_of(routed, streamed=True))
+            return JSONResponse(message_shaped(routed), headers=headers_of(routed))
         if kwargs.get("stream"):
             return StreamingResponse(
                 events(routed, endpoint, _recorder(tenant) if endpoint == "responses" else None),
@@ -132,7 +201,8 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
             )
         if endpoint == "responses":
             await _record(tenant, owned_ids(routed.response))
-        return JSONResponse(shaped(routed), headers=headers_of(routed))
+        found = shaped(routed)
+        return JSONResponse(as_base64(found) if base64_asked else found, headers=headers_of(routed))
 
     async def _record(tenant: Tenant, ids: list[str]) -> None:
         # The answer is made and paid for: a store that cannot record it costs the tenant
@@ -157,26 +227,58 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
     async def responses(request: Request) -> Response:
         return await call(request, "responses")
 
+    async def completions(request: Request) -> Response:
+        return await call(request, "completion")
+
+    async def messages(request: Request) -> Response:
+        return await call(request, "messages")
+
+    async def count_tokens(request: Request) -> Response:
+        try:
+            tenant = tenants.find(key_of(request.headers))
+            body = json_of(await read_body(request, limit))
+            await define("count_tokens")
+            kwargs, _ = read_messages("count_tokens", body, request.headers, tenant.key, tenants.deadline)
+        except (Unauthorized, Forbidden, ConfigError, TooLarge) as error:
+            return failed(error, anthropic=True)
+        group = kwargs["model"]
+        routes = tenant.router.groups.get(group)
+        if not routes or (tenant.key.groups is not None and group not in tenant.key.groups):
+            return no_model(group, True)
+        return JSONResponse({"input_tokens": input_tokens(kwargs, routes[0])})
+
+    def described(tenant: Tenant, group: str) -> dict[str, Any]:
+        routes = tenant.router.groups[group]
+        return {
+            "id": group,
+            "object": "model",
+            "created": 0,
+            "owned_by": "policy-router",
+            "capabilities": sorted({c for r in routes for c in tenant.router.capabilities(r.name)}),
+            "routes": len(routes),
+        }
+
+    def may_call(tenant: Tenant, group: str) -> bool:
+        allowed = tenant.key.groups
+        return group in tenant.router.groups and (allowed is None or group in allowed)
+
     async def models(request: Request) -> Response:
         try:
             tenant = tenants.find(request.headers.get("authorization"))
         except (Unauthorized, Forbidden) as error:
             return failed(error)
-        router = tenant.router
-        allowed = tenant.key.groups
-        data = [
-            {
-                "id": group,
-                "object": "model",
-                "created": 0,
-                "owned_by": "policy-router",
-                "capabilities": sorted({c for r in routes for c in router.capabilities(r.name)}),
-                "routes": len(routes),
-            }
-            for group, routes in router.groups.items()
-            if allowed is None or group in allowed
-        ]
+        data = [described(tenant, g) for g in tenant.router.groups if may_call(tenant, g)]
         return JSONResponse({"object": "list", "data": data})
+
+    async def model(request: Request) -> Response:
+        group = request.path_params["model"]
+        try:
+            tenant = tenants.find(request.headers.get("authorization"))
+        except (Unauthorized, Forbidden) as error:
+            return failed(error)
+        if not may_call(tenant, group):
+            return no_model(group, False)
+        return JSONResponse(described(tenant, group))
 
     async def health(request: Request) -> Response:
         """Alive to anyone; with a key, that key's spend and the routes' health too."""
@@ -187,7 +289,7 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
             except (Unauthorized, Forbidden) as error:
                 return failed(error)
             try:
-                found["key"] = {"name": tenant.key.name, **_spend(tenant)}
+                found["key"] = {"name": tenant.key.name, **key_account(tenant)}
                 found["routes"] = {
                     name: {"state": h.state, "rest_left": round(h.rest_left, 3)}
                     for name, h in tenant.router.health().items()
@@ -224,6 +326,14 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
             return failed(error)
         return JSONResponse({"object": "list", "data": found})
 
+    async def metrics(request: Request) -> Response:
+        try:
+            tenants.find(request.headers.get("authorization"), admin=True)
+        except (Unauthorized, Forbidden) as error:
+            return failed(error)
+        text, kind = meter.exposition()
+        return Response(text, media_type=kind)
+
     async def unknown_path(request: Request, error: Exception) -> Response:
         status = getattr(error, "status_code", 404)
         how = "Invalid URL" if status == 404 else "Method not allowed for URL"
@@ -240,11 +350,17 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
             Route(_PATHS["chat"], chat, methods=["POST"]),
             Route(_PATHS["embedding"], embeddings, methods=["POST"]),
             Route(_PATHS["responses"], responses, methods=["POST"]),
+            Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+            Route(_PATHS["completion"], completions, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/models/{model:path}", model, methods=["GET"]),
             Route("/v1/spend", spend, methods=["GET"]),
             Route("/v1/budgets/{scope:path}", set_budget, methods=["PUT", "DELETE"]),
             Route("/health", health, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
         ],
+        middleware=[Middleware(RequestIds)],
         exception_handlers={HTTPException: unknown_path},
         lifespan=lifespan,
     )
@@ -253,86 +369,8 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
     return app
 
 
-def _unknown(argument: str, named: str) -> tuple[str, dict[str, str]]:
-    """OpenAI's words for a stored object the key does not own (or nobody does)."""
-    if argument == "conversation":
-        return f"Conversation with id '{named}' not found.", {"code": "conversation_not_found", "param": argument}
-    return f"Previous response with id '{named}' not found.", {"code": "previous_response_not_found", "param": argument}
+def _define_bodies() -> None:
+    from ..drive.seam.openai_params import params
 
-
-def _over_rpm(tenant: Tenant, wait: float) -> Exception:
-    from ..ground.errors import RateLimitedError
-
-    return RateLimitedError(
-        f"API key {tenant.key.name!r} reached its {tenant.key.rpm} requests a minute; "
-        f"nothing was sent (a slot frees in {wait:.1f} s)",
-        retry_after=wait,
-    )
-
-
-def _spend(tenant: Tenant) -> dict[str, Any]:
-    """The key's budget account: its own, or the server's it spends from; none without."""
-    try:
-        spent: Spending = tenant.router.spending(key=tenant.key.name) if tenant.key.budget else tenant.router.spending()
-    except ConfigError:
-        return {"budget": None}
-    return {
-        "budget": tenant.key.budget.scope if tenant.key.budget else "shared",
-        "cap": _amount(spent.cap),
-        "spent": _amount(spent.spent),
-        "reserved": _amount(spent.reserved),
-        "left": _amount(spent.left),
-        "currency": spent.currency,
-        "calls": spent.calls,
-        "in_flight": spent.in_flight,
-        "exact": spent.is_exact,
-    }
-
-
-def serve(
-    config: str | Path, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning",
-    on_ready: Any = None,
-) -> None:
-    """Serve the policy file `config` on `host:port` with uvicorn until SIGTERM or Ctrl-C.
-
-    The file is read, and the port bound, before anything is served: a wrong file is a
-    `ConfigError`, a port outside 1-65535 or one already in use an `OSError`-based
-    `ConfigError`, each before `on_ready(url)` is called. After SIGTERM the server stops
-    accepting, gives requests in flight `server.shutdown_grace` seconds, then cancels and
-    settles the rest, and exits."""
-    import signal
-    import socket
-
-    app = create_app(config)
-    try:
-        import uvicorn
-    except ImportError:
-        raise ConfigError("policy-router serve needs the server extra: pip install 'policy-router[server]'") from None
-    if not 1 <= port <= 65535:
-        raise ConfigError(f"--port must be 1 to 65535, got {port}")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as error:
-        sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    config_ = uvicorn.Config(
-        app, log_level=log_level, timeout_graceful_shutdown=app.state.grace,
-        # Longer than any client keeps an idle connection (httpx 5 s, aiohttp 15 s, Node
-        # 5 s): a client never writes a request onto a connection this server is closing.
-        timeout_keep_alive=KEEP_ALIVE,
-    )
-    if on_ready is not None:
-        on_ready(f"http://{host}:{port}/v1")
-    # uvicorn handles SIGTERM itself (stop, grace, cancel, lifespan shutdown), then raises it
-    # again to whatever handler was there before: a quiet one, so a shutdown that went as
-    # planned exits 0 rather than as killed by the signal.
-    previous = signal.signal(signal.SIGTERM, lambda *_: None)
-    try:
-        uvicorn.Server(config_).run(sockets=[sock])
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    for endpoint in ("chat", "responses", "embedding", "completion"):
+        params(endpoint)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..policies.continuity import KEEP_SECONDS
 
-__all__ = ["Owners", "named_ids", "owned_ids"]
+__all__ = ["Owners", "named_ids", "owned_ids", "unknown_words"]
 
 _PREFIX = "owner:"
 
@@ -78,3 +78,10 @@ def named_ids(kwargs: dict[str, Any]) -> list[tuple[str, str]]:
     if isinstance(conversation, str) and conversation:
         named.append(("conversation", conversation))
     return named
+
+
+def unknown_words(argument: str, named: str) -> tuple[str, str]:
+    """OpenAI's words and code for a stored object the key does not own (or nobody does)."""
+    if argument == "conversation":
+        return f"Conversation with id '{named}' not found.", "conversation_not_found"
+    return f"Previous response with id '{named}' not found.", "previous_response_not_found"

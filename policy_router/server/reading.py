@@ -21,7 +21,7 @@ from ..ground.deadline import check_seconds
 from ..ground.errors import ConfigError
 from ..policies.requirements import Requirements
 
-__all__ = ["ENDPOINT_FIELDS", "read"]
+__all__ = ["ENDPOINT_FIELDS", "policy_of", "read"]
 
 
 class _Fields(Mapping[str, frozenset[str]]):
@@ -85,7 +85,16 @@ def read(
     if problem is not None:
         place, what = problem
         raise ConfigError(f"{place!r} is not valid: {what} (OpenAI's definition of {endpoint})")
-    asked = body.get("policy_router")
+    _scoped(kwargs, headers)
+    return {**kwargs, **policy_of(body.get("policy_router"), headers, key, most_deadline)}
+
+
+def policy_of(
+    asked: Any, headers: Mapping[str, str], key: ApiKey, most_deadline: float | None
+) -> dict[str, Any]:
+    """The router's own arguments of a request (`on_device`, `deadline`, `needs`), from
+    its body's `policy_router` field or its `x-policy-router-*` headers, never weaker than
+    the key allows: `ConfigError` naming a wrong one."""
     asked = {} if asked is None else asked
     if not isinstance(asked, dict) or not set(asked) <= _POLICY:
         shown = sorted(asked) if isinstance(asked, dict) else type(asked).__name__
@@ -96,13 +105,12 @@ def read(
     deadline = _deadline(asked.get("deadline", _seconds(headers.get("x-policy-router-deadline"))))
     if most_deadline is not None:
         deadline = most_deadline if deadline is None else min(deadline, most_deadline)
-    _scoped(kwargs, headers)
-    kwargs["on_device"] = key.on_device or on_device
+    found: dict[str, Any] = {"on_device": key.on_device or on_device}
     if deadline is not None:
-        kwargs["deadline"] = deadline
+        found["deadline"] = deadline
     if asked.get("needs") is not None:
-        kwargs["needs"] = _needs(asked["needs"])
-    return kwargs
+        found["needs"] = _needs(asked["needs"])
+    return found
 
 
 def _scoped(kwargs: dict[str, Any], headers: Mapping[str, str]) -> None:

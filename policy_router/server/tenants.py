@@ -29,7 +29,7 @@ from ..state.memory import InMemoryStore
 from .alerts import Webhook
 from .owners import Owners
 
-__all__ = ["ENV_KEY", "Forbidden", "Tenant", "Tenants", "Unauthorized", "budgets_of", "state_of", "store_of"]
+__all__ = ["ENV_KEY", "Forbidden", "Tenant", "Tenants", "Unauthorized", "budgets_of", "over_rpm", "state_of", "store_of"]
 
 ENV_KEY = "POLICY_ROUTER_API_KEY"
 """The environment variable whose value is one more API key, named `default`."""
@@ -201,3 +201,14 @@ def _webhook(loaded: Loaded) -> Webhook | None:
     if missing:
         raise ConfigError("; ".join(missing))
     return Webhook(str(url))
+
+
+def over_rpm(tenant: Tenant, wait: float) -> Exception:
+    """The refusal of a request past its key's requests a minute (nothing sent)."""
+    from ..ground.errors import RateLimitedError
+
+    return RateLimitedError(
+        f"API key {tenant.key.name!r} reached its {tenant.key.rpm} requests a minute; "
+        f"nothing was sent (a slot frees in {wait:.1f} s)",
+        retry_after=wait,
+    )

@@ -105,7 +105,7 @@ class Server:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "policy_router", "serve", str(self.path), "--port", str(self.port)],
+            [sys.executable, "-m", "policy_router", "serve", str(self.path), "--port", str(self.port), "--workers", "1"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env,
         )
         assert self.proc.stdout is not None

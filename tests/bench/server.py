@@ -1,22 +1,33 @@
-"""What the server adds to a request: latency and CPU per request through `policy-router
-serve`, beside the same router called in-process, in one run.
+"""What the server costs beside the bare floor (and the LiteLLM proxy): requests a second,
+CPU per request and p99 latency at concurrency 1, 16 and 64, whole and streamed answers.
 
-Run: `.venv/bin/python tests/bench/server.py [requests] [rounds]`.
+Run: `.venv/bin/python tests/bench/server.py [--requests 300] [--rounds 3]
+[--litellm-proxy /path/to/venv/bin/litellm]`.
 
-FakeProvider runs in a child process; the server is a real `policy-router serve` process
-on loopback, called over one kept-alive HTTP connection (httpx, as the OpenAI SDK is
-built on). Per round, alternately: `requests` calls to the router in this process
-(`router.acompletion`, one event loop), and `requests` calls to the server. Latency is the
-caller's wall time per request; CPU is the CPU of the process that routes (this process's
-for the in-process calls, the server process's, read from /proc, for the served ones), so
-the served figure includes LiteLLM's call, the HTTP parsing and the JSON both ways. The
-median round is reported with the spread of the rounds: this is a shared 2-core machine,
-and the client's own CPU competes with the server's for it.
+Targets, each a real server process on loopback in front of one FakeProvider (in a child
+process of its own), all started at once and measured in interleaved rounds:
+
+- `floor`: `litellm.acompletion` in a Starlette handler under uvicorn, nothing else
+  (`tests/bench/_floor.py`): what any gateway over LiteLLM costs at least;
+- `policy-router`: `policy-router serve`, one key, no budget, no breaker;
+- `policy-router, budget+breaker`: the same with a budget and the default breaker;
+- `policy-router --workers 2`: no budget, two workers over a SQLite store (both cores);
+- `litellm proxy` when `--litellm-proxy` names its command (it installs here only at
+  1.108.7, in a virtualenv of its own).
+
+The client is aiohttp in this process with a connection pool as large as the
+concurrency. Each one-worker server is pinned to core 0 and this process to core 1, as a
+gateway given one core would run; the two-worker server gets both. CPU is the server's
+process tree's (user + system, from /proc), divided by the requests it answered; the
+client's and the provider's are not counted. Figures are the median of the rounds, with
+their spread: a shared 2-core machine.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import os
 import socket
 import statistics
@@ -24,102 +35,202 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
-os.environ.setdefault("BENCH_PROVIDER_KEY", "sk-bench")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import aiohttp
 import httpx
 import yaml
 from _fake import MESSAGES, fake_in_child
 
-from policy_router import Router
-
 ROOT = Path(__file__).resolve().parents[2]
-SERVER_KEY = "sk-bench-server"
+KEY = "sk-bench-gateway"
+CONCURRENCY = (1, 16, 64)
 
 
-def _cpu_of(pid: int) -> float:
-    """CPU seconds (user + system) process `pid` has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
-def _policy(base: str) -> dict[str, object]:
-    routes = [
-        {"model": f"openai/{n}", "api_base": base, "api_key": "os.environ/BENCH_PROVIDER_KEY",
-         "capabilities": {"tools": True, "streaming": True}}
-        for n in "abc"
+def _tree(pid: int) -> list[int]:
+    found = [pid]
+    with contextlib.suppress(OSError):
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+            found += _tree(int(child))
+    return found
+
+
+def _cpu(pid: int) -> float:
+    """CPU seconds used by `pid` and its descendants."""
+    total = 0.0
+    for p in _tree(pid):
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _policy(base: str, *, budget: bool, store: str | None) -> dict[str, Any]:
+    route = {"model": "openai/a", "api_base": base, "api_key": "os.environ/BENCH_PROVIDER_KEY",
+             "capabilities": {"tools": True, "streaming": True}, "prices": "bench"}
+    found: dict[str, Any] = {
+        "name": "gateway-bench",
+        "groups": {"g": {"routes": [route]}},
+        "price_tables": {"bench": {"currency": "USD", "as_of": "2026-12-01", "source": "bench",
+                                   "models": {"openai/a": {"input": "0.15", "output": "0.60"}}}},
+    }
+    if budget:
+        found["budget"] = {"cap": "100000.00"}
+    else:
+        found["breaker"] = False
+    if store is not None:
+        found["store"] = store
+    return found
+
+
+class Target:
+    def __init__(self, name: str, argv: list[str], port: int, *, pin: bool, alive: str = "/health") -> None:
+        self.name, self.port, self.pin, self.alive = name, port, pin, alive
+        env = {**os.environ, "POLICY_ROUTER_API_KEY": KEY, "BENCH_PROVIDER_KEY": "sk-bench",
+               "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if pin:
+            os.sched_setaffinity(self.proc.pid, {0})
+        self.url = f"http://127.0.0.1:{port}"
+
+    def wait(self) -> None:
+        for _ in range(1200):
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}{self.alive}", timeout=1).status_code == 200:
+                    return
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{self.name} exited with {self.proc.returncode}")
+            time.sleep(0.1)
+        raise SystemExit(f"{self.name} did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(20)
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+
+@contextlib.contextmanager
+def targets(base: str, tmp: Path, proxy: str | None) -> Iterator[list[Target]]:
+    def policy_file(name: str, **kw: Any) -> str:
+        path = tmp / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(_policy(base, **kw)))
+        return str(path)
+
+    serve = [sys.executable, "-m", "policy_router", "serve"]
+    made = []
+    plain = policy_file("plain", budget=False, store=None)
+    budgeted = policy_file("budgeted", budget=True, store=None)
+    shared = policy_file("workers", budget=False, store=f"sqlite:///{tmp / 'workers.sqlite'}")
+    specs = [
+        ("floor", [sys.executable, str(ROOT / "tests" / "bench" / "_floor.py"), "{port}", base], True),
+        ("policy-router", [*serve, plain, "--port", "{port}", "--workers", "1"], True),
+        ("policy-router, budget+breaker", [*serve, budgeted, "--port", "{port}", "--workers", "1"], True),
+        ("policy-router --workers 2", [*serve, shared, "--port", "{port}", "--workers", "2"], False),
     ]
-    return {"name": "bench", "groups": {"g": {"routes": routes}}}
+    if proxy is not None:
+        config = tmp / "proxy.yaml"
+        config.write_text(yaml.safe_dump({
+            "model_list": [{"model_name": "g", "litellm_params": {"model": "openai/a", "api_base": base, "api_key": "sk-bench"}}],
+            "general_settings": {"master_key": KEY},
+        }))
+        specs.append(("litellm proxy", [proxy, "--config", str(config), "--port", "{port}", "--num_workers", "1"], True))
+    try:
+        for name, argv, pin in specs:
+            port = _port()
+            alive = "/health/liveliness" if name == "litellm proxy" else "/health"
+            made.append(Target(name, [a.replace("{port}", str(port)) for a in argv], port, pin=pin, alive=alive))
+        for target in made:
+            target.wait()
+        yield made
+    finally:
+        for target in made:
+            target.stop()
 
 
-def main(requests: int = 200, rounds: int = 5) -> None:
-    with fake_in_child() as base, tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "policy.yaml"
-        path.write_text(yaml.safe_dump(_policy(base)))
-        router = Router.from_config(path)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        env = {**os.environ, "POLICY_ROUTER_API_KEY": SERVER_KEY, "PYTHONPATH": str(ROOT)}
-        server = subprocess.Popen(
-            [sys.executable, "-m", "policy_router", "serve", str(path), "--port", str(port)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        try:
-            url = f"http://127.0.0.1:{port}"
-            with httpx.Client(headers={"Authorization": f"Bearer {SERVER_KEY}"}, timeout=30) as http:
-                for _ in range(300):
-                    try:
-                        if http.get(f"{url}/health").status_code == 200:
-                            break
-                    except httpx.HTTPError:
-                        time.sleep(0.1)
-                body = {"model": "g", "messages": MESSAGES}
-                loop = asyncio.new_event_loop()
+async def _load(url: str, requests: int, concurrency: int, stream: bool) -> list[float]:
+    """`requests` chat calls, `concurrency` at a time; each one's seconds."""
+    body = {"model": "g", "messages": MESSAGES, **({"stream": True} if stream else {})}
+    headers = {"Authorization": f"Bearer {KEY}"}
+    left = iter(range(requests))
+    seconds: list[float] = []
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector, headers=headers) as http:
+        async def worker() -> None:
+            for _ in left:
+                started = time.perf_counter()
+                async with http.post(f"{url}/v1/chat/completions", json=body) as answer:
+                    await answer.read()
+                    if answer.status != 200:
+                        raise SystemExit(f"{url}: {answer.status} {(await answer.text())[:200]}")
+                seconds.append(time.perf_counter() - started)
 
-                async def local_batch() -> None:
-                    for _ in range(requests):
-                        await router.acompletion(model="g", messages=MESSAGES)
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return seconds
 
-                def served_batch() -> None:
-                    for _ in range(requests):
-                        answer = http.post(f"{url}/v1/chat/completions", json=body)
-                        answer.raise_for_status()
 
-                served_batch()  # warm both: connections, LiteLLM's clients, caches
-                loop.run_until_complete(local_batch())
-                rows: list[tuple[float, float, float, float]] = []
-                for _ in range(rounds):
-                    wall, cpu = time.perf_counter(), time.process_time()
-                    loop.run_until_complete(local_batch())
-                    local_wall = (time.perf_counter() - wall) / requests
-                    local_cpu = (time.process_time() - cpu) / requests
-                    wall, cpu = time.perf_counter(), _cpu_of(server.pid)
-                    served_batch()
-                    served_wall = (time.perf_counter() - wall) / requests
-                    served_cpu = (_cpu_of(server.pid) - cpu) / requests
-                    rows.append((local_wall, served_wall, local_cpu, served_cpu))
-                loop.close()
-        finally:
-            server.terminate()
-            server.wait(10)
-            router.close()
+def measure(target: Target, requests: int, concurrency: int, stream: bool) -> tuple[float, float, float]:
+    """Requests a second, CPU ms a request and p99 ms of one batch."""
+    cpu, wall = _cpu(target.proc.pid), time.perf_counter()
+    seconds = asyncio.run(_load(target.url, requests, concurrency, stream))
+    wall, cpu = time.perf_counter() - wall, _cpu(target.proc.pid) - cpu
+    p99 = statistics.quantiles(seconds, n=100)[98] if len(seconds) >= 2 else seconds[0]
+    return requests / wall, cpu / requests * 1e3, p99 * 1e3
 
-    def ms(values: list[float]) -> str:
-        return f"{statistics.median(values) * 1e3:.2f} ms ({min(values) * 1e3:.2f}-{max(values) * 1e3:.2f})"
 
-    local_wall, served_wall, local_cpu, served_cpu = (list(c) for c in zip(*rows, strict=True))
-    added = [s - w for w, s in zip(local_wall, served_wall, strict=True)]
-    ratio = [s / c for c, s in zip(local_cpu, served_cpu, strict=True)]
-    print(f"{rounds} rounds x {requests} chat requests, 3-route group, breaker on (defaults)")
-    print(f"latency   in-process {ms(local_wall)}   served {ms(served_wall)}   added {ms(added)}")
-    print(f"CPU/req   in-process {ms(local_cpu)}   server process {ms(served_cpu)}")
-    print(f"server CPU / in-process CPU: {statistics.median(ratio):.2f}x ({min(ratio):.2f}-{max(ratio):.2f})")
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--litellm-proxy", default=None)
+    args = parser.parse_args()
+    os.sched_setaffinity(0, {1})
+    results: dict[tuple[str, str, int], list[tuple[float, float, float]]] = {}
+    with fake_in_child() as base, tempfile.TemporaryDirectory() as tmp, targets(base, Path(tmp), args.litellm_proxy) as made:
+        for target in made:  # warm: connections, LiteLLM's clients, caches
+            for stream in (False, True):
+                measure(target, 50, 16, stream)
+        for _ in range(args.rounds):
+            for stream in (False, True):
+                for concurrency in CONCURRENCY:
+                    for target in made:
+                        mode = "streamed" if stream else "whole"
+                        results.setdefault((target.name, mode, concurrency), []).append(
+                            measure(target, args.requests, concurrency, stream)
+                        )
+    names = [t.name for t in made]
+    print(f"{args.rounds} interleaved rounds x {args.requests} chat requests per target, mode and concurrency")
+    print("| target | answers | c | requests/s | CPU ms/request | p99 ms | vs floor: CPU, throughput |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for mode in ("whole", "streamed"):
+        for concurrency in CONCURRENCY:
+            floor = results[("floor", mode, concurrency)]
+            floor_rps = statistics.median(r[0] for r in floor)
+            floor_cpu = statistics.median(r[1] for r in floor)
+            for name in names:
+                rows = results[(name, mode, concurrency)]
+                rps = [r[0] for r in rows]
+                cpu = [r[1] for r in rows]
+                p99 = [r[2] for r in rows]
+                print(
+                    f"| {name} | {mode} | {concurrency} | {statistics.median(rps):.0f} ({min(rps):.0f}-{max(rps):.0f}) "
+                    f"| {statistics.median(cpu):.2f} ({min(cpu):.2f}-{max(cpu):.2f}) | {statistics.median(p99):.1f} "
+                    f"| {statistics.median(cpu) / floor_cpu:.2f}x, {statistics.median(rps) / floor_rps:.2f}x |"
+                )
 
 
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:3]))
+    main()

@@ -1,4 +1,5 @@
-"""OpenAI's own definition of each request body, read from the openai SDK's types.
+"""OpenAI's own definition of each request body, read from the openai SDK's types (and
+Anthropic's, for the Messages API, from the anthropic SDK's).
 
 The server reads a body against these, not against a list written here: every argument
 the installed SDK defines for a path is accepted (a new SDK's new argument included, once
@@ -90,23 +91,41 @@ _TAGS: set[str] = set()
 @cache
 def params(endpoint: str) -> Params:
     """The SDK's definition of `endpoint`'s body ("chat", "embedding", "responses",
-    "completion"), built the first time it is asked for (about 0.1 s for Responses)."""
-    from openai.types import completion_create_params, embedding_create_params
-    from openai.types.chat import completion_create_params as chat_params
-    from openai.types.responses import response_create_params
+    "completion"; Anthropic's "messages" and "count_tokens"), built the first time it is
+    asked for (about 0.1 s for Responses)."""
+    if endpoint in ("messages", "count_tokens"):
+        base = _anthropic(endpoint)
+    else:
+        from openai.types import completion_create_params, embedding_create_params
+        from openai.types.chat import completion_create_params as chat_params
+        from openai.types.responses import response_create_params
 
-    base: Any = {
-        "chat": chat_params.CompletionCreateParamsBase,
-        "embedding": embedding_create_params.EmbeddingCreateParams,
-        "responses": response_create_params.ResponseCreateParamsBase,
-        "completion": completion_create_params.CompletionCreateParamsBase,
-    }[endpoint]
+        base = {
+            "chat": chat_params.CompletionCreateParamsBase,
+            "embedding": embedding_create_params.EmbeddingCreateParams,
+            "responses": response_create_params.ResponseCreateParamsBase,
+            "completion": completion_create_params.CompletionCreateParamsBase,
+        }[endpoint]
     hints = typing.get_type_hints(base, include_extras=True)
     fields = {name: _listed(hint) for name, hint in hints.items()}
-    if endpoint != "embedding":
+    if endpoint not in ("embedding", "count_tokens"):
         fields["stream"] = te.NotRequired[bool | None]  # the SDK splits the type on it
+    if endpoint == "messages":
+        # Sampling settings the Messages API takes and clients (Claude Code among them)
+        # still send, which the installed SDK's types no longer list.
+        fields |= {"temperature": te.NotRequired[float | None], "top_p": te.NotRequired[float | None],
+                   "top_k": te.NotRequired[int | None]}
     body: Any = _typed_dict(base.__name__, fields)
     return Params(frozenset(fields), TypeAdapter(body))
+
+
+def _anthropic(endpoint: str) -> Any:
+    """The anthropic SDK's definition of a Messages body (the server extra installs it)."""
+    from anthropic.types import message_count_tokens_params, message_create_params
+
+    if endpoint == "messages":
+        return message_create_params.MessageCreateParamsBase
+    return message_count_tokens_params.MessageCountTokensParams
 
 
 _BUILT: dict[Any, Any] = {}
@@ -139,7 +158,12 @@ def _listed(hint: Any) -> Any:
         return typing.Union[tuple(_listed(a) for a in args)]  # noqa: UP007 (built at run time)
     if origin in (dict, cabc.Mapping) and args:
         return dict[_listed(args[0]), _listed(args[1])]  # type: ignore[misc]
+    if origin is typing.IO or origin is tuple or (isinstance(hint, type) and hint not in _JSON):
+        return Any  # a file, a path, bytes: what a JSON body cannot carry is not checked here
     return hint
+
+
+_JSON = (str, int, float, bool, type(None), dict, list)
 
 
 def _typed_dict(name: str, fields: dict[str, Any]) -> Any:

@@ -25,8 +25,11 @@ from ...ground.route import Route
 
 __all__ = ["UNLOGGED", "bases_of", "check_before"]
 
-UNLOGGED = frozenset({"embedding", "aembedding", "responses", "aresponses"})
-"""LiteLLM's functions whose path never calls `logger_fn` (measured, litellm 1.110.2)."""
+UNLOGGED = frozenset({"embedding", "aembedding", "responses", "aresponses", "anthropic_messages"})
+"""LiteLLM's functions whose path never calls `logger_fn` (measured, litellm 1.110.2), or
+calls it only for some providers: a Messages call reaches an `openai/` route through its
+Responses bridge, which does not log, and a chat-only one through chat, which does (there
+the check runs twice, the same judgement)."""
 
 _NO_SECRET = ("api_key",)
 

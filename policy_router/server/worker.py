@@ -1,0 +1,26 @@
+"""One worker process of `policy-router serve --workers N`.
+
+uvicorn's supervisor starts each worker as a fresh interpreter and asks it for its app by
+import string (`policy_router.server.worker:app`, a factory), so the policy travels in the
+environment: `POLICY_ROUTER_SERVE_CONFIG` holds the file's absolute path, or a mapping's
+JSON (the demo's). Each worker builds its own router over the store the file names: the
+breaker, the budgets and the rate windows are the store's, shared by every worker, which
+is why more than one worker needs a store that several processes share.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from .app import create_app
+from .serving import CONFIG_VARIABLE
+
+__all__ = ["app"]
+
+
+def app() -> Any:
+    """The worker's ASGI app, for the policy the supervisor put in the environment."""
+    given = os.environ[CONFIG_VARIABLE]
+    return create_app(json.loads(given) if given.startswith("{") else given)
