@@ -4,6 +4,7 @@ shows a traceback for a user's mistake."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import subprocess
 import sys
 from pathlib import Path
@@ -193,20 +194,21 @@ def test_the_cli_prints_no_traceback_for_a_users_mistake(
         f"groups:\n  g:\n    routes:\n      - model: openai/a\n        api_base: {fake.base_url}\n"
         "        api_key: sk-literal-1234\n        capabilities: {tools: true}\n"
     )
-    for args in (("explain", str(path), "--model", "nope"), ("check", "missing.yaml")):
-        done = cli(*args)
-        assert done.returncode == 2 and "Traceback" not in done.stderr
-        lines = done.stderr.splitlines()
-        assert lines[-1].startswith("error: ")
-        assert all(line.startswith(("error: ", "warning: ")) for line in lines)
-    assert cli("explain", str(path)).returncode == 2  # argparse: --model is required
-    piped = subprocess.run(
-        f"{sys.executable} -m policy_router prices | head -1",
-        shell=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    # The four commands run at once: each is a fresh interpreter importing LiteLLM.
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        mistakes = list(pool.map(lambda a: cli(*a), [("explain", str(path), "--model", "nope"), ("check", "missing.yaml")]))
+        no_model = pool.submit(cli, "explain", str(path))
+        piped_run = pool.submit(
+            subprocess.run, f"{sys.executable} -m policy_router prices | head -1",
+            shell=True, capture_output=True, text=True, timeout=60,
+        )
+        for done in mistakes:
+            assert done.returncode == 2 and "Traceback" not in done.stderr
+            lines = done.stderr.splitlines()
+            assert lines[-1].startswith("error: ")
+            assert all(line.startswith(("error: ", "warning: ")) for line in lines)
+        assert no_model.result().returncode == 2  # argparse: --model is required
+        piped = piped_run.result()
     assert piped.stdout.strip() == "per million tokens" and "Traceback" not in piped.stderr
 
 
