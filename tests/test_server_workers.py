@@ -111,6 +111,15 @@ def test_two_workers_share_one_budget_exactly_and_one_scrape(fake: FakeProvider,
             results = list(pool.map(ask, range(40)))
         account = httpx.get(f"{base}/health", headers={"Authorization": f"Bearer {TEAM}"}, timeout=10).json()["key"]
         scrape = httpx.get(f"{base}/metrics", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10).text
+        # A supervisor killed outright takes its workers with it: none keeps the port.
+        running = workers(proc.pid)
+        proc.kill()
+        proc.wait(30)
+        for _ in range(300):
+            if not any(Path(f"/proc/{pid}").exists() for pid in running):
+                break
+            time.sleep(0.1)
+        assert not any(Path(f"/proc/{pid}").exists() for pid in running)
     answered = results.count("answered")
     assert answered >= 1 and "refused" in results  # the cap is met: the bound is what is tested
     assert fake.requests() == answered

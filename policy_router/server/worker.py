@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 from typing import Any
 
 from .app import create_app
@@ -21,6 +23,23 @@ __all__ = ["app"]
 
 
 def app() -> Any:
-    """The worker's ASGI app, for the policy the supervisor put in the environment."""
+    """The worker's ASGI app, for the policy the supervisor put in the environment. On
+    Linux the worker is also told to stop (SIGTERM, so with its grace) when the supervisor
+    dies: a supervisor killed outright must not leave workers serving its port."""
+    _stop_with_parent()
     given = os.environ[CONFIG_VARIABLE]
     return create_app(json.loads(given) if given.startswith("{") else given)
+
+
+def _stop_with_parent() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() == 1:  # the supervisor died before the wish was made
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+_PR_SET_PDEATHSIG = 1
