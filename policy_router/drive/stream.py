@@ -92,10 +92,16 @@ class _Routed:
         # settled, and the provider's connection goes back to LiteLLM's pool (which holds
         # 100: a hundred dropped streams would otherwise stall the next call for good).
         watch = getattr(self, "_watch", None)
-        if watch is None or watch.done:
+        if watch is None:
             return
-        watch.plan.run(watch.closed(), bounded=False)
-        self._dropped()
+        try:
+            if not watch.done:
+                watch.plan.run(watch.closed(), bounded=False)
+        finally:
+            # Even a stream whose answer ended: the provider's last bytes ([DONE]) may be
+            # unread, its response open, and one collected later from inside the HTTP
+            # client's own lock hangs that thread (see `dropped`).
+            self._dropped()
 
     def _dropped(self) -> None:
         """Release the connection of a stream collected unread (see `dropped`)."""
@@ -128,6 +134,8 @@ class RoutedStream(_Routed, Iterator[Any]):
             if w.pending is not None:
                 return w.take_pending()
             if w.done:
+                if not self._reading:  # the answer is whole: its response is closed now
+                    stream_open.release(self._it)
                 raise StopIteration
             stall = w.send.route.stall_timeout
             try:
