@@ -84,14 +84,4 @@ def key_account(tenant: Tenant) -> dict[str, Any]:
         spent: Spending = tenant.router.spending(key=tenant.key.name) if tenant.key.budget else tenant.router.spending()
     except ConfigError:
         return {"budget": None}
-    return {
-        "budget": tenant.key.budget.scope if tenant.key.budget else "shared",
-        "cap": amount(spent.cap),
-        "spent": amount(spent.spent),
-        "reserved": amount(spent.reserved),
-        "left": amount(spent.left),
-        "currency": spent.currency,
-        "calls": spent.calls,
-        "in_flight": spent.in_flight,
-        "exact": spent.is_exact,
-    }
+    return {"budget": tenant.key.budget.scope if tenant.key.budget else "shared", **shown(spent)}

@@ -22,7 +22,7 @@ from ..drive.seam.openai_params import params
 from ..drive.seam.tokens import counter
 from ..ground.errors import ConfigError
 from ..ground.route import Route
-from .answers import journey_of
+from .answers import error_body, journey_of
 from .reading import policy_of
 
 __all__ = ["error_of", "events", "input_tokens", "key_of", "read_messages", "shaped"]
@@ -105,8 +105,6 @@ async def events(routed: Routed[Any]) -> AsyncIterator[bytes]:
         async for chunk in stream:
             yield bytes(chunk) if isinstance(chunk, bytes | bytearray) else f"data: {json.dumps(chunk, default=str)}\n\n".encode()
     except Exception as error:  # the router's words for it, scrubbed
-        from .answers import error_body
-
         status, body, _ = error_body(error)
         shaped_error = error_of(status, body["error"]["message"])
         yield f"event: error\ndata: {json.dumps(shaped_error)}\n\n".encode()
