@@ -91,6 +91,37 @@ def test_dspy_native_function_calling_sends_the_tools_through_a_group(
     assert [t["function"]["name"] for t in body["tools"]] == ["_weather"]
 
 
+def test_dspy_json_adapter_asks_a_schema_of_a_route_that_can_follow_one(fake: FakeProvider) -> None:
+    """DSPy's JSON adapter asks LiteLLM, before its first call, which parameters the model
+    takes and whether it follows a schema: right after `register` both are known, so the
+    schema is sent and the router gives it to the group's route with structured outputs,
+    never to the one without. A group with no such route gets JSON mode, refused before
+    anything is sent."""
+    router = Router([
+        fake_route(fake, "plain", group="smart", capabilities={"tools": True}),
+        fake_route(fake, "schema", group="smart", capabilities={"structured_output": True}),
+        fake_route(fake, "basic", group="basic", capabilities={"tools": True}),
+    ])
+    register(router)
+    try:
+        fake.script("schema", Reply('{"answer": "Paris"}'))
+        lm = dspy.LM("policy_router/smart", cache=False, num_retries=0)
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+            answer = dspy.Predict("question -> answer")(question="Capital of France?").answer
+        assert answer == "Paris"
+        assert fake.requests("plain") == 0
+        (body,) = fake.bodies("schema")
+        assert body["response_format"]["type"] == "json_schema"
+        assert "answer" in body["response_format"]["json_schema"]["schema"]["properties"]
+        basic = dspy.LM("policy_router/basic", cache=False, num_retries=0)
+        with dspy.context(lm=basic, adapter=dspy.JSONAdapter()), pytest.raises(Exception, match="needs structured output"):
+            dspy.Predict("question -> answer")(question="Capital of France?")
+        assert fake.requests("basic") == 0
+    finally:
+        unregister()
+        router.close()
+
+
 @pytest.fixture
 def crewai_globals() -> Iterator[None]:
     """CrewAI sets `litellm.drop_params = True` for the whole process on its first call;

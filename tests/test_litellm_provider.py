@@ -319,3 +319,30 @@ def test_litellms_user_reaches_the_routers_per_user_budget(fake: FakeProvider, s
     finally:
         unregister()
         router.close()
+
+
+async def test_reasoning_effort_reaches_a_thinking_route_when_litellm_is_told_to_allow_it(
+    fake: FakeProvider,
+) -> None:
+    """LiteLLM refuses `reasoning_effort` for a custom provider before the provider sees it
+    (nothing is sent); with LiteLLM's own `allowed_openai_params` it reaches the router,
+    which gives the request to the group's route that reasons, sync and async."""
+    router = Router([
+        fake_route(fake, "plain", capabilities={"tools": True}),
+        fake_route(fake, "think", capabilities={"thinking": True}),
+    ])
+    register(router)
+    try:
+        with pytest.raises(litellm.UnsupportedParamsError, match="reasoning_effort"):
+            litellm.completion(model="policy_router/g", messages=MESSAGES, reasoning_effort="low")
+        assert fake.requests() == 0
+        allowed = {"reasoning_effort": "low", "allowed_openai_params": ["reasoning_effort"]}
+        answer = litellm.completion(model="policy_router/g", messages=MESSAGES, **allowed)
+        later = await litellm.acompletion(model="policy_router/g", messages=MESSAGES, **allowed)
+        assert answer._hidden_params["policy_router"].answered_by == "openai/think"
+        assert later._hidden_params["policy_router"].answered_by == "openai/think"
+        assert [b["reasoning_effort"] for b in fake.bodies("think")] == ["low", "low"]
+        assert fake.requests("plain") == 0
+    finally:
+        unregister()
+        router.close()

@@ -51,6 +51,7 @@ from typing import Any
 import litellm
 from litellm.exceptions import BadRequestError
 from litellm.llms.custom_llm import CustomLLM
+from litellm.utils import custom_llm_setup
 
 from ..ground.errors import ConfigError, NoRouteError, PolicyRouterError, RateLimitedError
 from ..router import Router
@@ -319,6 +320,10 @@ def register(router: Router, provider: str = PROVIDER) -> RouterProvider:
     handler = RouterProvider(router)
     kept = [e for e in litellm.custom_provider_map if e.get("provider") != provider]
     litellm.custom_provider_map = [*kept, {"provider": provider, "custom_handler": handler}]
+    # LiteLLM learns a custom provider's name at its first call; until then its
+    # `get_supported_openai_params` knows none of its parameters, and a framework that asks
+    # first (DSPy's JSON adapter, for `response_format`) sends none of them.
+    custom_llm_setup()  # type: ignore[no-untyped-call]
     told: set[str] = set()
     _tell_litellm(router, provider, told)
     stop = router.on_reconfigure(lambda r: _tell_litellm(r, provider, told))
