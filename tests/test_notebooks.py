@@ -4,7 +4,9 @@ and stores the outputs)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,14 +92,29 @@ def test_the_learning_notebook_plots_scores_over_time_and_the_docs_show_it() -> 
     assert "](../images/scores-over-time.png)" in page.read_text()
 
 
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, concurrent.futures.Future[Any]]]:
+    """Each notebook executed in a fresh kernel of its own, in a scratch folder (so the
+    images it saves do not touch the repository), two at a time: a kernel spends most of its
+    start waiting on imports, which another kernel's cells can use."""
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        found = {}
+        for path in NOTEBOOKS:
+            scratch = tmp_path_factory.mktemp(path.stem)
+            shutil.copy(path, scratch / path.name)
+            found[path.stem] = pool.submit(execute, scratch / path.name, scratch)
+        yield found
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
-def test_notebook_runs_clean_and_shows_what_is_stored(path: Path, tmp_path: Path) -> None:
-    """Every cell executes without an error in a fresh kernel (in a scratch folder, so the
-    images it saves do not touch the repository), and shows the same kinds of output as
-    the stored copy: a cell that lost its plot or gained a warning makes the store stale."""
-    shutil.copy(path, tmp_path / path.name)
-    fresh = execute(tmp_path / path.name, tmp_path)
+def test_notebook_runs_clean_and_shows_what_is_stored(
+    path: Path, executed: dict[str, concurrent.futures.Future[Any]]
+) -> None:
+    """Every cell executes without an error in a fresh kernel, and shows the same kinds of
+    output as the stored copy: a cell that lost its plot or gained a warning makes the
+    store stale."""
+    fresh = executed[path.stem].result()
     stored = nbformat.read(path, as_version=4)
     for new, old in zip(fresh.cells, stored.cells, strict=True):
         if new.cell_type == "code":

@@ -72,34 +72,46 @@ def policy(fake: FakeProvider, **extra: Any) -> dict[str, Any]:
 def served(tmp_path: Path, data: dict[str, Any], name: str = "policy.yaml") -> Iterator[tuple[str, list[str]]]:
     """`policy-router serve` on a free loopback port, until the block ends; yields its base
     URL and, once it has stopped, what it wrote to stdout and stderr (in the list)."""
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data))
-    port = _free_port()
+    with served_all(tmp_path, data, [name]) as (one,):
+        yield one
+
+
+@contextlib.contextmanager
+def served_all(tmp_path: Path, data: dict[str, Any], names: list[str]) -> Iterator[list[tuple[str, list[str]]]]:
+    """A server per name in `names`, all started at once (each imports LiteLLM first:
+    seconds), then each waited for; as `served` yields one."""
     env = {**os.environ, "TEAM_KEY": TEAM, "LOCAL_KEY": LOCAL_ONLY,
            "PROVIDER_KEY": f"{KEY_PREFIX}provider", "PYTHONPATH": str(ROOT)}
-    out = tmp_path / f"{name}.out"
-    with out.open("w") as sink:
-        proc = subprocess.Popen(
-            # One worker even where the file names a store (the default would be one per
-            # core): two servers on one store are what those tests are about.
-            [sys.executable, "-m", "policy_router", "serve", str(path), "--port", str(port), "--workers", "1"],
-            stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
-        )
-    base = f"http://127.0.0.1:{port}"
-    written: list[str] = []
+    started: list[tuple[subprocess.Popen[bytes], str, Path, list[str]]] = []
     try:
-        for _ in range(600):  # the process imports LiteLLM first: seconds on a busy machine
-            if proc.poll() is not None:
-                raise AssertionError(f"the server exited: {out.read_text()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            time.sleep(0.1)
-        yield f"{base}/v1", written
+        for name in names:
+            path = tmp_path / name
+            path.write_text(yaml.safe_dump(data))
+            port = _free_port()
+            out = tmp_path / f"{name}.out"
+            with out.open("w") as sink:
+                proc = subprocess.Popen(
+                    # One worker even where the file names a store (the default would be one
+                    # per core): two servers on one store are what those tests are about.
+                    [sys.executable, "-m", "policy_router", "serve", str(path), "--port", str(port), "--workers", "1"],
+                    stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
+                )
+            started.append((proc, f"http://127.0.0.1:{port}", out, []))
+        for proc, base, out, _ in started:
+            for _ in range(600):  # the process imports LiteLLM first: seconds on a busy machine
+                if proc.poll() is not None:
+                    raise AssertionError(f"the server exited: {out.read_text()}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                        break
+                time.sleep(0.1)
+        yield [(f"{base}/v1", written) for _, base, _, written in started]
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        written.append(out.read_text())
+        for proc, _, _, _ in started:
+            proc.terminate()
+        for proc, _, out, written in started:
+            proc.wait(timeout=30)
+            written.append(out.read_text())
 
 
 def client(base: str, key: str = TEAM) -> openai.OpenAI:
@@ -282,7 +294,7 @@ def test_two_servers_on_one_redis_hold_a_keys_budget_and_rate(
     data = policy(fake, store={"redis": redis_server.url, "namespace": f"served-{time.monotonic_ns()}"})
     data["server"]["keys"]["team"]["budget"] = {"cap": "0.05"}
     data["server"]["keys"]["solo"]["rpm"] = 4
-    with served(tmp_path, data, "one.yaml") as (first, _), served(tmp_path, data, "two.yaml") as (second, _):
+    with served_all(tmp_path, data, ["one.yaml", "two.yaml"]) as ((first, _), (second, _)):
         def ask(base: str) -> str:
             try:
                 client(base).chat.completions.create(model="smart", messages=MESSAGES, max_tokens=5)  # type: ignore[arg-type]
