@@ -106,6 +106,8 @@ class Watch:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.done = False
+        # The answer is whole before its source ends (`StreamShape.usage_ends`).
+        self.whole = False
         self.chunks = 0
         self.warned = False
         self.answer_id = ""
@@ -132,6 +134,13 @@ class Watch:
             self.finish_reason = piece.finish
         if piece.answer_id:
             self.answer_id = piece.answer_id
+        if (
+            self.shape.usage_ends
+            and piece.usage is not None
+            and self.finish_reason is not None
+            and not getattr(chunk, "choices", None)
+        ):
+            self.whole = True
         if piece.warning and not self.warned:
             self.warned = True  # once per answer, however many events repeat it
             warn_caller(

@@ -51,6 +51,10 @@ class StreamShape:
     unchecked_end: str = ""
     """Why a cut stream cannot be told from a clean end here ("" when it can): the caller
     is warned once per process, at the first such stream."""
+    usage_ends: bool = False
+    """Whether a chunk with the usage and no choices, after the finish reason, is the
+    stream's last (chat's: OpenAI sends it just before `[DONE]`, and LiteLLM makes it after
+    the provider's stream ended): the router then ends the stream there (`Watch.whole`)."""
 
 
 

@@ -47,6 +47,6 @@ CHAT = Endpoint(
     check=_check,
     requirements=Requirements.from_kwargs,
     usage=usage_of,
-    stream=StreamShape(read=read_chunk, hollow=is_hollow_first_chunk, ask_usage=True),
+    stream=StreamShape(read=read_chunk, hollow=is_hollow_first_chunk, ask_usage=True, usage_ends=True),
     empty=no_choices,
 )

@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from .app import create_app
-from .serving import CONFIG_VARIABLE
+from .serving import CONFIG_VARIABLE, freeze_heap
 
 __all__ = ["app"]
 
@@ -25,10 +25,13 @@ __all__ = ["app"]
 def app() -> Any:
     """The worker's ASGI app, for the policy the supervisor put in the environment. On
     Linux the worker is also told to stop (SIGTERM, so with its grace) when the supervisor
-    dies: a supervisor killed outright must not leave workers serving its port."""
+    dies: a supervisor killed outright must not leave workers serving its port. What the
+    app is built of is frozen out of the collector's reach (`serving.freeze_heap`)."""
     _stop_with_parent()
     given = os.environ[CONFIG_VARIABLE]
-    return create_app(json.loads(given) if given.startswith("{") else given)
+    built = create_app(json.loads(given) if given.startswith("{") else given)
+    freeze_heap()
+    return built
 
 
 def _stop_with_parent() -> None:
