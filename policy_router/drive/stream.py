@@ -5,12 +5,7 @@ failure before it fell through to the next route. From then on the route cannot 
 replaced: a failure is raised inside the stream, with the journey attached, and the text
 received so far stays readable as `stream.text`. A stream that ends without a finish
 reason was cut short and raises too, rather than passing for a complete answer.
-
-A chat stream is whole once its usage chunk (no choices, after the finish reason) is in:
-it is settled and its response closed there, without asking LiteLLM for the stream's end.
-LiteLLM (1.110.2), asked for that end after a usage chunk, assembles the whole answer a
-second time for its loggers and its cache, ~3 ms of CPU a stream, measured; so the stream
-is read to LiteLLM's end only while LiteLLM has a callback or a cache to tell.
+A chat stream may end before its source says so (`Watch.ends_here`).
 """
 
 from __future__ import annotations
@@ -156,14 +151,11 @@ class RoutedStream(_Routed, Iterator[Any]):
                 self._fail(exc)
                 continue
             shown = w.passes(chunk)
-            if w.whole and not transport.litellm_listens():
-                # Whole (the module docstring): settled and closed now; a usage chunk
-                # the caller asked for is still shown.
+            if w.ends_here():  # settled and closed now; a usage chunk asked for is shown
                 w.plan.run(w.ended(), bounded=False)
                 stream_open.release(self._it)
-                if shown:
-                    return chunk
-                raise StopIteration
+                if not shown:
+                    raise StopIteration
             if shown:
                 return chunk
 
@@ -255,7 +247,8 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
                             chunk = await self._it.__anext__()
                     except TimeoutError:
                         # A stall ends the answer as a cut; its connection is closed.
-                        _close_later_if(self._it)
+                        if (close := getattr(self._it, "aclose", None)) is not None:
+                            _close_later(close)
                         self._closing = True
                         raise raised.stall_error(
                             w.send.route, stall, w.chunks, self.text
@@ -278,13 +271,11 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
                 await self._fail(exc)
                 continue
             shown = w.passes(chunk)
-            if w.whole and not transport.litellm_listens():
-                # Whole (the module docstring): settled and closed now.
+            if w.ends_here():
                 await step(w.plan, w.ended(), bounded=False)
                 await stream_open.arelease(self._it)
-                if shown:
-                    return chunk
-                raise StopAsyncIteration
+                if not shown:
+                    raise StopAsyncIteration
             if shown:
                 return chunk
 
@@ -327,12 +318,6 @@ class AsyncRoutedStream(_Routed, AsyncIterator[Any]):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _close_later_if(iterator: Any) -> None:
-    close = getattr(iterator, "aclose", None)
-    if close is not None:
-        _close_later(close)
 
 
 def _raise(error: BaseException | None, exc: BaseException) -> None:

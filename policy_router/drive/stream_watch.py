@@ -23,7 +23,7 @@ from ..ground.money import Usage
 from ..ground.outcome import FaultKind
 from ..policies import continuity
 from ..state.store import Steps
-from .seam import failures, raised, stream_events
+from .seam import failures, listeners, raised, stream_events
 
 __all__ = [
     "IncompleteResponseWarning",
@@ -147,6 +147,15 @@ class Watch:
                 IncompleteResponseWarning(f"policy_router: {self.send.route.name}: {piece.warning}")
             )
         return not (self.strip_usage and piece.usage is not None and not piece.carries)
+
+    def ends_here(self) -> bool:
+        """Whether the answer is whole at the chunk just passed, before its source ends: a
+        chat stream's usage chunk (no choices, after the finish reason) is its last, so it
+        is settled and its response closed there. LiteLLM (1.110.2), asked for its end after
+        a usage chunk, assembles the whole answer a second time for its loggers and its
+        cache (~3 ms of CPU a stream, measured); so a stream is read to LiteLLM's end while
+        LiteLLM has a callback or a cache to tell."""
+        return self.whole and not self.done and not listeners.litellm_listens()
 
     def take_pending(self) -> Any:
         chunk, self.pending = self.pending, None

@@ -18,34 +18,14 @@ from ...core.checkpoint import Checkpoint, proxied
 from ...ground.outcome import Fault, FaultKind, StopAtWire, Wire, WireRefusal
 from ...ground.route import Route
 from . import guard
+from .listeners import callbacks_registered
 from .unlogged import bases_of, check_before
 
 if TYPE_CHECKING:
     from ...core.gate import Send
     from ...core.plan import Plan
 
-__all__ = ["NO_RETRIES", "acall", "asend", "call", "callbacks_registered", "litellm_listens", "send"]
-
-
-_CALLBACK_LISTS = (
-    "callbacks",
-    "success_callback",
-    "failure_callback",
-    "input_callback",
-    "_async_success_callback",
-    "_async_failure_callback",
-)
-
-
-def callbacks_registered() -> bool:
-    """Whether any of LiteLLM's callback lists holds a callback (the user's loggers)."""
-    return any(getattr(litellm, name) for name in _CALLBACK_LISTS)
-
-
-def litellm_listens() -> bool:
-    """Whether LiteLLM has anyone to tell a stream's end: a callback, or its cache (which
-    stores a streamed answer once the stream ends)."""
-    return litellm.cache is not None or callbacks_registered()
+__all__ = ["NO_RETRIES", "acall", "asend", "call", "send"]
 
 
 class _NoRetries(int):

@@ -305,6 +305,10 @@ class SQLiteStore:
             row = db.execute("SELECT record FROM health WHERE route = ?", (route,)).fetchone()
             old = self._record(row[0] if row else None, offset, now)
             new = change(old)
+            if row is not None and new == old:
+                # Most changes change nothing (a closed breaker's admit, a healthy route's
+                # success): the record stays as it is, with no write for every request.
+                return replace(new, rest_left=0.0)
             probe_at = now if new.probing and not old.probing else json.loads(row[0]).get("probe_at", now) if row else now
             record = {
                 "state": new.state, "failures": new.failures, "rest_until": new.rest_until + offset,
