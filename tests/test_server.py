@@ -98,13 +98,7 @@ def served_all(tmp_path: Path, data: dict[str, Any], names: list[str]) -> Iterat
                 )
             started.append((proc, f"http://127.0.0.1:{port}", out, []))
         for proc, base, out, _ in started:
-            for _ in range(600):  # the process imports LiteLLM first: seconds on a busy machine
-                if proc.poll() is not None:
-                    raise AssertionError(f"the server exited: {out.read_text()}")
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                        break
-                time.sleep(0.1)
+            wait_healthy(proc, base, out)
         yield [(f"{base}/v1", written) for _, base, _, written in started]
     finally:
         for proc, _, _, _ in started:
@@ -112,6 +106,18 @@ def served_all(tmp_path: Path, data: dict[str, Any], names: list[str]) -> Iterat
         for proc, _, out, written in started:
             proc.wait(timeout=30)
             written.append(out.read_text())
+
+
+def wait_healthy(proc: subprocess.Popen[Any], base: str, out: Path, tries: int = 600) -> None:
+    """Until the server at `base` answers /health (it imports LiteLLM first: seconds on a
+    busy machine, a tenth of a second a try); what it wrote, when it exits before."""
+    for _ in range(tries):
+        if proc.poll() is not None:
+            raise AssertionError(f"the server exited: {out.read_text()}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return
+        time.sleep(0.1)
 
 
 def client(base: str, key: str = TEAM) -> openai.OpenAI:

@@ -31,7 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from policy_router.testing import FakeProvider, Hang
 
 from .conftest import KEY_PREFIX
-from .test_server import MESSAGES, ROOT, TEAM, _free_port, policy
+from .test_server import MESSAGES, ROOT, TEAM, _free_port, policy, wait_healthy
 
 ADMIN = "sk-admin-workers-7"
 
@@ -51,13 +51,7 @@ def launched(args: list[str], tmp_path: Path, **env: str) -> Iterator[tuple[subp
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(900):  # each worker imports LiteLLM: seconds on a busy machine
-            if proc.poll() is not None:
-                raise AssertionError(f"the server exited: {out.read_text()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            time.sleep(0.1)
+        wait_healthy(proc, base, out, tries=900)  # each worker imports LiteLLM
         yield proc, base, out
     finally:
         proc.send_signal(signal.SIGTERM)
