@@ -59,7 +59,27 @@ CREATE TABLE IF NOT EXISTS responses (
   response TEXT PRIMARY KEY, route TEXT NOT NULL, on_device INTEGER NOT NULL, until REAL NOT NULL);
 """ + rate.SCHEMA
 
-_DONE_KEEP = 86400.0  # seconds a settled or released id is remembered: a replay changes nothing
+# Seconds a settled or released id is remembered, so a replay changes nothing (one comes
+# within seconds); then it is dropped, or a store that only settles would keep every id.
+_DONE_KEEP = 86400.0
+
+# An account as a reservation reads it, in one statement: `hold` held already (a replay),
+# settled or released (too late), and what it has spent and holds.
+_ACCOUNT = (
+    "SELECT EXISTS (SELECT 1 FROM budget_holds WHERE name = ?1 AND hold = ?2), "
+    "EXISTS (SELECT 1 FROM budget_done WHERE name = ?1 AND hold = ?2), "
+    "coalesce((SELECT spent + reserved FROM budget WHERE name = ?1), 0)"
+)
+_HOLD = (
+    "INSERT INTO budget (name, reserved) VALUES (?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET reserved = reserved + excluded.reserved"
+)
+_CHARGE = (
+    "INSERT INTO budget (name, spent, calls, unmeasured, unbounded, reserved) VALUES (?, ?, 1, ?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET spent = spent + excluded.spent, calls = calls + 1, "
+    "unmeasured = unmeasured + excluded.unmeasured, unbounded = unbounded + excluded.unbounded, "
+    "reserved = reserved + excluded.reserved"
+)
 
 
 class SQLiteStore:
@@ -160,19 +180,14 @@ class SQLiteStore:
             self._expire(db, now)
             fresh = []
             for i, (name, cap) in enumerate(accounts):
-                if db.execute("SELECT 1 FROM budget_holds WHERE name = ? AND hold = ?", (name, hold)).fetchone():
+                held, done, used = db.execute(_ACCOUNT, (name, hold)).fetchone()
+                if held:
                     continue  # held already (a replay)
-                if db.execute("SELECT 1 FROM budget_done WHERE name = ? AND hold = ?", (name, hold)).fetchone():
-                    return i
-                spent, reserved = db.execute(
-                    "SELECT coalesce(max(spent), 0), coalesce(max(reserved), 0) FROM budget WHERE name = ?", (name,)
-                ).fetchone()
-                if cap is not None and spent + reserved + amount > cap:
+                if done or (cap is not None and used + amount > cap):
                     return i
                 fresh.append(name)
             for name in fresh:
-                db.execute("INSERT INTO budget (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (name,))
-                db.execute("UPDATE budget SET reserved = reserved + ? WHERE name = ?", (amount, name))
+                db.execute(_HOLD, (name, amount))
                 db.execute("INSERT INTO budget_holds VALUES (?, ?, ?, ?)", (name, hold, amount, now + self.lease))
             return -1
 
@@ -187,16 +202,19 @@ class SQLiteStore:
                 if not self._done(db, name, hold, now):
                     continue
                 self._charge(db, name, hold, cost, measured, bounded)
+            rate.forget_older(db, "budget_done", now - _DONE_KEEP)
 
     def _charge(self, db: sqlite3.Connection, name: str, hold: str, cost: int, measured: bool, bounded: bool) -> None:
-        held = db.execute("SELECT amount FROM budget_holds WHERE name = ? AND hold = ?", (name, hold)).fetchone()
-        db.execute("INSERT INTO budget (name) VALUES (?) ON CONFLICT (name) DO NOTHING", (name,))
-        db.execute(
-            "UPDATE budget SET spent = spent + ?, calls = calls + 1, unmeasured = unmeasured + ?, "
-            "unbounded = unbounded + ?, reserved = reserved - ? WHERE name = ?",
-            (cost, int(not measured), int(not bounded), held[0] if held else 0, name),
-        )
-        db.execute("DELETE FROM budget_holds WHERE name = ? AND hold = ?", (name, hold))
+        held = self._unhold(db, name, hold)
+        db.execute(_CHARGE, (name, cost, int(not measured), int(not bounded), -(held or 0)))
+
+    def _unhold(self, db: sqlite3.Connection, name: str, hold: str) -> int | None:
+        """Drop `hold` from `name`: what it held, or None (not `DELETE ... RETURNING`, which
+        needs SQLite 3.35, newer than some systems' Python links)."""
+        row = db.execute("SELECT amount FROM budget_holds WHERE name = ? AND hold = ?", (name, hold)).fetchone()
+        if row is not None:
+            db.execute("DELETE FROM budget_holds WHERE name = ? AND hold = ?", (name, hold))
+        return None if row is None else int(row[0])
 
     def _done(self, db: sqlite3.Connection, name: str, hold: str, now: float) -> bool:
         """Mark `hold` done in `name`; False when it was already (a repeated write)."""
@@ -212,11 +230,10 @@ class SQLiteStore:
             self._expire(db, now)
             for name in accounts:
                 self._done(db, name, hold, now)
-                held = db.execute("SELECT amount FROM budget_holds WHERE name = ? AND hold = ?", (name, hold)).fetchone()
-                if held:
-                    db.execute("UPDATE budget SET reserved = reserved - ? WHERE name = ?", (held[0], name))
-                    db.execute("DELETE FROM budget_holds WHERE name = ? AND hold = ?", (name, hold))
-            db.execute("DELETE FROM budget_done WHERE at < ?", (now - _DONE_KEEP,))
+                held = self._unhold(db, name, hold)
+                if held is not None:
+                    db.execute("UPDATE budget SET reserved = reserved - ? WHERE name = ?", (held, name))
+            rate.forget_older(db, "budget_done", now - _DONE_KEEP)
 
     def _expire(self, db: sqlite3.Connection, now: float) -> None:
         """Settle at their worst case the holds whose lease has passed: their process died

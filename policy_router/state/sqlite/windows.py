@@ -18,7 +18,7 @@ from ..windows import WINDOW, Window
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["SCHEMA", "close_window", "finish", "take", "windows"]
+__all__ = ["SCHEMA", "close_window", "finish", "forget_older", "take", "windows"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS rate_slots (
@@ -88,13 +88,25 @@ def finish(db: sqlite3.Connection, route: str, slot: str, tokens: int | None, no
     if db.execute("SELECT 1 FROM rate_done WHERE route = ? AND slot = ?", (route, slot)).fetchone():
         return
     db.execute("INSERT INTO rate_done VALUES (?, ?, ?)", (route, slot, now))
-    db.execute("DELETE FROM rate_done WHERE at < ?", (now - 2 * WINDOW,))
+    forget_older(db, "rate_done", now - 2 * WINDOW)
     if tokens is None:
         db.execute("DELETE FROM rate_slots WHERE route = ? AND slot = ?", (route, slot))
     else:
         db.execute(
             "UPDATE rate_slots SET tokens = ?, flying = 0 WHERE route = ? AND slot = ?", (tokens, route, slot)
         )
+
+
+def forget_older(db: sqlite3.Connection, table: str, cutoff: float) -> None:
+    """Drop the rows of `table` (`rate_done`, `budget_done`) whose `at` is before `cutoff`.
+    Rows are added in the order of their times, so the oldest come first by rowid: the scan
+    stops at the first row to keep, reading only those it drops, with no index on `at` for
+    every insert to write."""
+    db.execute(
+        f"DELETE FROM {table} WHERE rowid < coalesce("
+        f"(SELECT rowid FROM {table} WHERE at >= ? ORDER BY rowid LIMIT 1), 0)",
+        (cutoff,),
+    )
 
 
 def close_window(db: sqlite3.Connection, route: str, seconds: float, now: float) -> None:

@@ -1,0 +1,119 @@
+"""The SQLite store keeps the in-memory store's promises, write for write: the same
+reservations taken or refused, the same spending after any replay of a reserve, settle or
+release; and its file does not grow with every request it has settled."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from policy_router import InMemoryStore, SQLiteStore
+from policy_router.state.admission import Admission, Settlement
+from policy_router.state.windows import WINDOW
+
+NAMES = ("all", "team:a", "user:u")
+
+step = st.one_of(
+    st.tuples(
+        st.just("reserve"), st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True),
+        st.integers(0, 5), st.integers(0, 400),
+    ),
+    st.tuples(
+        st.just("settle"), st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True),
+        st.integers(0, 5), st.integers(0, 400), st.booleans(), st.booleans(),
+    ),
+    st.tuples(st.just("release"), st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True), st.integers(0, 5)),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(caps=st.tuples(*(st.one_of(st.none(), st.integers(0, 1000)) for _ in NAMES)), steps=st.lists(step, max_size=25))
+def test_every_budget_write_and_its_replays_end_as_in_memory(
+    tmp_path_factory: pytest.TempPathFactory, caps: tuple[int | None, ...], steps: list[tuple[Any, ...]]
+) -> None:
+    """Holds named from a few ids, so that reserves, settles and releases are repeated in
+    any order: each reserve is taken or refused (by the same account) as in memory, and
+    every account's spent, reserved, calls and holds are the same after every write."""
+    memory = InMemoryStore()
+    disk = SQLiteStore(tmp_path_factory.mktemp("store") / "state.sqlite")
+    cap_of = dict(zip(NAMES, caps, strict=True))
+    try:
+        for kind, names, hold, *rest in steps:
+            if kind == "reserve":
+                accounts = tuple((n, cap_of[n]) for n in names)
+                assert disk.reserve_all(accounts, f"h{hold}", rest[0]) == memory.reserve_all(accounts, f"h{hold}", rest[0])
+            elif kind == "settle":
+                cost, measured, bounded = rest
+                for store in (memory, disk):
+                    store.settle_all(tuple(names), f"h{hold}", cost, measured=measured, bounded=bounded)
+            else:
+                for store in (memory, disk):
+                    store.release_all(tuple(names), f"h{hold}")
+            for name in NAMES:
+                assert disk.spend_state(name) == memory.spend_state(name), name
+    finally:
+        disk.close()
+
+
+def test_one_admission_and_its_settlement_leave_what_the_steps_would(tmp_path: Path) -> None:
+    """`admit` and `conclude` (one transaction each) hold and charge every account, and a
+    conclude repeated by its id charges nothing more."""
+    store = SQLiteStore(tmp_path / "state.sqlite")
+    accounts = (("all", 1000), ("user:u", 300))
+    got = store.admit(Admission(route="r", token="t", health=True, budgets=accounts, hold="h", amount=200))
+    assert got.reserved and store.spend_state("user:u").reserved == 200
+    done = Settlement(route="r", token="t", budgets=("all", "user:u"), hold="h", cost=120)
+    store.conclude(done)
+    store.conclude(done)
+    for name in ("all", "user:u"):
+        state = store.spend_state(name)
+        assert (state.spent, state.reserved, state.calls, state.holding) == (120, 0, 1, 0)
+    refused = store.admit(Admission(route="r", token="t2", health=True, budgets=accounts, hold="h2", amount=200))
+    assert not refused.reserved and refused.refused == 1 and store.spend_state("all").reserved == 0
+
+
+def test_the_ids_of_settled_calls_are_forgotten_after_a_day(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A settled or released id is remembered a day (a replay of it changes nothing), then
+    dropped: a store that only ever settles (no call released) keeps a day of ids, not every
+    id it ever saw."""
+    path = tmp_path / "state.sqlite"
+    store = SQLiteStore(path)
+    start = time.time()
+    monkeypatch.setattr(time, "time", lambda: start)
+    for i in range(50):
+        assert store.reserve_all((("all", None),), f"old{i}", 10) == -1
+        store.settle_all(("all",), f"old{i}", 5, measured=True, bounded=True)
+    monkeypatch.setattr(time, "time", lambda: start + 86400 + 120)
+    assert store.reserve_all((("all", None),), "new", 10) == -1
+    store.settle_all(("all",), "new", 5, measured=True, bounded=True)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM budget_done").fetchone()[0] == 1
+    assert store.spend_state("all").spent == 51 * 5
+
+
+def test_the_slots_of_finished_requests_are_forgotten_after_two_windows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rate slot's id is kept while a replay of its finish could come (two windows), then
+    dropped: the file does not keep every slot a limited route ever gave."""
+    path = tmp_path / "state.sqlite"
+    store = SQLiteStore(path)
+    start = time.time()
+    monkeypatch.setattr(time, "time", lambda: start)
+    for i in range(30):
+        assert store.take("r", f"old{i}", 10, 1000, None).taken
+        store.finish("r", f"old{i}", 10)
+    monkeypatch.setattr(time, "time", lambda: start + 2 * WINDOW + 1)
+    assert store.take("r", "new", 10, 1000, None).taken
+    store.finish("r", "new", 10)
+    store.finish("r", "new", 99)  # a replay: the slot keeps what its first finish said
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM rate_done").fetchone()[0] == 1
+        assert db.execute("SELECT tokens FROM rate_slots WHERE slot = 'new'").fetchone()[0] == 10
+    assert store.windows(["r"])["r"].requests == 1
