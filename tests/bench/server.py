@@ -1,7 +1,7 @@
 """What the server costs beside the bare floor (and the LiteLLM proxy): requests a second,
 CPU per request and p99 latency at concurrency 1, 16 and 64, whole and streamed answers.
 
-Run: `.venv/bin/python tests/bench/server.py [--requests 300] [--rounds 3]
+Run: `.venv/bin/python tests/bench/server.py [--requests 200] [--rounds 3] [--processes 3]
 [--litellm-proxy /path/to/venv/bin/litellm]`.
 
 Targets, each a real server process on loopback in front of one FakeProvider (in a child
@@ -19,8 +19,9 @@ The client is aiohttp in this process with a connection pool as large as the
 concurrency. Each one-worker server is pinned to core 0 and this process to core 1, as a
 gateway given one core would run; the two-worker server gets both. CPU is the server's
 process tree's (user + system, from /proc), divided by the requests it answered; the
-client's and the provider's are not counted. Figures are the median of the rounds, with
-their spread: a shared 2-core machine.
+client's and the provider's are not counted. Every target runs as `--processes` processes
+of its own (see `targets`), measured in turn; figures are the median over its processes and
+the rounds, with their spread: a shared 2-core machine.
 """
 
 from __future__ import annotations
@@ -123,36 +124,44 @@ class Target:
             self.proc.kill()
 
 
-@contextlib.contextmanager
-def targets(base: str, tmp: Path, proxy: str | None) -> Iterator[list[Target]]:
-    def policy_file(name: str, **kw: Any) -> str:
-        path = tmp / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(_policy(base, **kw)))
-        return str(path)
+def _policy_file(path: Path, base: str, **kw: Any) -> str:
+    path.write_text(yaml.safe_dump(_policy(base, **kw)))
+    return str(path)
 
+
+@contextlib.contextmanager
+def targets(base: str, tmp: Path, proxy: str | None, copies: int) -> Iterator[list[Target]]:
+    """`copies` processes of every target, each with a policy file (and so a state file)
+    of its own. One process of a server is not a sample of it: identical processes of one
+    target differ by up to ~20% in CPU a request, steadily over a run (where the hash
+    seed and the address layout put what each request touches), so a target is read over
+    several."""
     serve = [sys.executable, "-m", "policy_router", "serve"]
     made = []
-    plain = policy_file("plain", budget=False, store=None)
-    budgeted = policy_file("budgeted", budget=True, store=None)
-    shared = policy_file("workers", budget=False, store=f"sqlite:///{tmp / 'workers.sqlite'}")
-    specs = [
-        ("floor", [sys.executable, str(ROOT / "tests" / "bench" / "_floor.py"), "{port}", base], True),
-        ("policy-router", [*serve, plain, "--port", "{port}", "--workers", "1"], True),
-        ("policy-router, budget+breaker", [*serve, budgeted, "--port", "{port}", "--workers", "1"], True),
-        ("policy-router --workers 2", [*serve, shared, "--port", "{port}", "--workers", "2"], False),
-    ]
-    if proxy is not None:
-        config = tmp / "proxy.yaml"
-        config.write_text(yaml.safe_dump({
-            "model_list": [{"model_name": "g", "litellm_params": {"model": "openai/a", "api_base": base, "api_key": "sk-bench"}}],
-            "general_settings": {"master_key": KEY},
-        }))
-        specs.append(("litellm proxy", [proxy, "--config", str(config), "--port", "{port}", "--num_workers", "1"], True))
     try:
-        for name, argv, pin in specs:
-            port = _port()
-            alive = "/health/liveliness" if name == "litellm proxy" else "/health"
-            made.append(Target(name, [a.replace("{port}", str(port)) for a in argv], port, pin=pin, alive=alive))
+        for copy in range(copies):
+            plain = _policy_file(tmp / f"plain-{copy}.yaml", base, budget=False, store=None)
+            budgeted = _policy_file(tmp / f"budgeted-{copy}.yaml", base, budget=True, store=None)
+            shared = _policy_file(
+                tmp / f"workers-{copy}.yaml", base, budget=False, store=f"sqlite:///{tmp / f'workers-{copy}.sqlite'}"
+            )
+            specs = [
+                ("floor", [sys.executable, str(ROOT / "tests" / "bench" / "_floor.py"), "{port}", base], True),
+                ("policy-router", [*serve, plain, "--port", "{port}", "--workers", "1"], True),
+                ("policy-router, budget+breaker", [*serve, budgeted, "--port", "{port}", "--workers", "1"], True),
+                ("policy-router --workers 2", [*serve, shared, "--port", "{port}", "--workers", "2"], False),
+            ]
+            if proxy is not None:
+                config = tmp / "proxy.yaml"
+                config.write_text(yaml.safe_dump({
+                    "model_list": [{"model_name": "g", "litellm_params": {"model": "openai/a", "api_base": base, "api_key": "sk-bench"}}],
+                    "general_settings": {"master_key": KEY},
+                }))
+                specs.append(("litellm proxy", [proxy, "--config", str(config), "--port", "{port}", "--num_workers", "1"], True))
+            for name, argv, pin in specs:
+                port = _port()
+                alive = "/health/liveliness" if name == "litellm proxy" else "/health"
+                made.append(Target(name, [a.replace("{port}", str(port)) for a in argv], port, pin=pin, alive=alive))
         for target in made:
             target.wait()
         yield made
@@ -193,13 +202,17 @@ def measure(target: Target, requests: int, concurrency: int, stream: bool) -> tu
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--processes", type=int, default=3, help="processes of each target")
     parser.add_argument("--litellm-proxy", default=None)
     args = parser.parse_args()
     os.sched_setaffinity(0, {1})
     results: dict[tuple[str, str, int], list[tuple[float, float, float]]] = {}
-    with fake_in_child() as base, tempfile.TemporaryDirectory() as tmp, targets(base, Path(tmp), args.litellm_proxy) as made:
+    by_process: dict[tuple[str, int, int], list[float]] = {}  # whole answers' CPU, by process
+    with fake_in_child() as base, tempfile.TemporaryDirectory() as tmp, targets(
+        base, Path(tmp), args.litellm_proxy, args.processes
+    ) as made:
         for target in made:  # warm: connections, LiteLLM's clients, caches
             for stream in (False, True):
                 measure(target, 50, 16, stream)
@@ -208,11 +221,15 @@ def main() -> None:
                 for concurrency in CONCURRENCY:
                     for target in made:
                         mode = "streamed" if stream else "whole"
-                        results.setdefault((target.name, mode, concurrency), []).append(
-                            measure(target, args.requests, concurrency, stream)
-                        )
-    names = [t.name for t in made]
-    print(f"{args.rounds} interleaved rounds x {args.requests} chat requests per target, mode and concurrency")
+                        got = measure(target, args.requests, concurrency, stream)
+                        results.setdefault((target.name, mode, concurrency), []).append(got)
+                        if not stream:
+                            by_process.setdefault((target.name, target.port, concurrency), []).append(got[1])
+    names = list(dict.fromkeys(t.name for t in made))
+    print(
+        f"{args.rounds} interleaved rounds x {args.requests} chat requests per process, mode and concurrency; "
+        f"{args.processes} processes of each target"
+    )
     print("| target | answers | c | requests/s | CPU ms/request | p99 ms | vs floor: CPU, throughput |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for mode in ("whole", "streamed"):
@@ -230,6 +247,16 @@ def main() -> None:
                     f"| {statistics.median(cpu):.2f} ({min(cpu):.2f}-{max(cpu):.2f}) | {statistics.median(p99):.1f} "
                     f"| {statistics.median(cpu) / floor_cpu:.2f}x, {statistics.median(rps) / floor_rps:.2f}x |"
                 )
+    print("\nWhole answers, each process's median CPU a request over the floor's (all its processes):")
+    for name in names:
+        line = []
+        for concurrency in CONCURRENCY:
+            floor_cpu = statistics.median(r[1] for r in results[("floor", "whole", concurrency)])
+            each = sorted(
+                statistics.median(v) / floor_cpu for (n, _, c), v in by_process.items() if n == name and c == concurrency
+            )
+            line.append(f"c={concurrency} " + " ".join(f"{x:.2f}x" for x in each))
+        print(f"- {name}: " + "; ".join(line))
 
 
 if __name__ == "__main__":
