@@ -212,9 +212,10 @@ class SQLiteStore:
         """Drop `hold` from `name`: what it held, or None (not `DELETE ... RETURNING`, which
         needs SQLite 3.35, newer than some systems' Python links)."""
         row = db.execute("SELECT amount FROM budget_holds WHERE name = ? AND hold = ?", (name, hold)).fetchone()
-        if row is not None:
-            db.execute("DELETE FROM budget_holds WHERE name = ? AND hold = ?", (name, hold))
-        return None if row is None else int(row[0])
+        if row is None:
+            return None
+        db.execute("DELETE FROM budget_holds WHERE name = ? AND hold = ?", (name, hold))
+        return int(row[0])
 
     def _done(self, db: sqlite3.Connection, name: str, hold: str, now: float) -> bool:
         """Mark `hold` done in `name`; False when it was already (a repeated write)."""
