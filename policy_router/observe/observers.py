@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +142,13 @@ def router_emit(
     def emit(record: object) -> None:
         try:
             if isinstance(record, _KEPT):
-                keep((time.time(), record))
+                # An attempt is kept without its exception, whose traceback holds every frame
+                # of its call (the kwargs, a stream opened there and its connection) alive
+                # for as long as the history keeps the attempt.
+                kept = record
+                if type(kept) is Attempt and kept.exception is not None:
+                    kept = replace(kept, exception=None)
+                keep((time.time(), kept))
             enabled = getattr(getattr(logger, "_core", None), "enabled", None)
             if type(enabled) is not dict or enabled.get(__name__) is not False:
                 log(record)
