@@ -430,3 +430,28 @@ def test_an_embedding_the_provider_fails_is_counted_sent_and_rests_its_route(
     ]
     assert fake.requests("ea") == fake.requests("eb") == 1
     assert router.health()["openai/ea"].state == "open"
+
+
+def test_a_messages_call_after_a_chat_call_is_answered_by_the_messages_function(
+    fake: FakeProvider,
+) -> None:
+    """A Messages call needs of its routes what a chat call needs (chat), but is sent by
+    LiteLLM's Messages function and answered in Anthropic's shape: a chat call to the same
+    group first does not hand it the chat call's lane (it was answered as a chat
+    completion)."""
+    router = Router([fake_route(fake, "a"), fake_route(fake, "b")], breaker=Breaker())
+
+    async def main() -> list[Any]:
+        chat = await router.acompletion(model="g", messages=MESSAGES)
+        messages = [
+            await router.aanthropic_messages(model="g", messages=MESSAGES, max_tokens=5)
+            for _ in range(2)
+        ]
+        return [chat, *messages]
+
+    chat, *answers = asyncio.run(main())
+    assert chat.choices[0].message.content
+    for answer in answers:
+        assert isinstance(answer, dict) and answer["type"] == "message"
+        assert answer["content"][0]["text"] == "Hello from FakeProvider."
+    assert fake.requests("a") == 3

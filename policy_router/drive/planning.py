@@ -125,10 +125,10 @@ class Planner:
             g: tuple(sorted({x for c in cs for x in c.route.secrets}, key=len, reverse=True))
             for g, cs in self.groups.items()
         }
-        # Per (group, needs): the group's routes sifted by those needs, and the express
-        # lane when calls with them may take it. A plain dict (a hit is one lookup), emptied
-        # when it outgrows _SIFTED: what it holds is recomputed from the routes at once.
-        self._sifted: dict[tuple[str, Requirements], tuple[Sifted, Lane | None]] = {}
+        # Per (group, needs, endpoint): the routes sifted by those needs, and the express
+        # lane calls with them may take (a Messages call needs what a chat call needs, sent
+        # by another function). Emptied when it outgrows _SIFTED: recomputed at once.
+        self._sifted: dict[tuple[str, Requirements, str], tuple[Sifted, Lane | None]] = {}
         # Per model string: what its plain chat calls are planned with (`drive.plain`),
         # left by its first plain call read in full.
         self._plain: dict[str, plain.Known] = {}
@@ -295,7 +295,7 @@ class Planner:
             if k not in _TAKEN or (k not in POLICY_KWARGS and conflicts(k, v))
         }
         retry, wait, previous = check_policies_of(kwargs, endpoint.name, self._wait)
-        key = (group, needs)
+        key = (group, needs, endpoint.name)
         entry = self._sifted.get(key)
         if entry is None:
             entry = self._sift(key, candidates, endpoint)
@@ -311,9 +311,9 @@ class Planner:
         )
 
     def _sift(
-        self, key: tuple[str, Requirements], candidates: Sequence[Candidate], endpoint: Endpoint
+        self, key: tuple[str, Requirements, str], candidates: Sequence[Candidate], endpoint: Endpoint
     ) -> tuple[Sifted, Lane | None]:
-        group, needs = key
+        group, needs, _ = key
         eligible, skips = sifted = sift(candidates, needs)
         lane = None
         if group in self._express and eligible and not skips and takes_lane(eligible[0], needs):
