@@ -39,7 +39,7 @@ STEPS = {
 }
 
 
-def _router(fake: FakeProvider, n: int, breaker: bool, priced: bool) -> Router:
+def _router(fake: FakeProvider, n: int, breaker: bool, priced: bool, **more: Any) -> Router:
     table = prices(**{f"x{i}": "1000" for i in range(n)}) if priced else None
     routes = [fake_route(fake, f"x{i}", prices=table) for i in range(n)]
     # A clock that stands still: rests and reasons read the same in both runs.
@@ -47,6 +47,7 @@ def _router(fake: FakeProvider, n: int, breaker: bool, priced: bool) -> Router:
         routes,
         breaker=Breaker(failures=2, cooldown=60) if breaker else None,
         clock=ManualClock(),
+        **more,
     )
 
 
@@ -70,12 +71,15 @@ def _run(
     priced: bool,
     use_async: bool,
     kwargs: dict[str, Any] | None = None,
+    **more: Any,
 ) -> dict[str, Any]:
+    """The calls' outcomes, journeys, health, records told, requests received and (for a
+    router built with `more` holding budgets) every budget's account."""
     kwargs = kwargs or {}
     fake.reset()
     for i, script in enumerate(scripts):
         fake.script(f"x{i}", *(STEPS[s] for s in script))
-    router = _router(fake, len(scripts), breaker, priced)
+    router = _router(fake, len(scripts), breaker, priced, **more)
     seen: list[Any] = []
 
     def told(journey: Any, outcome: Any) -> None:
@@ -125,6 +129,7 @@ def _run(
         "told": records,
         "received": fake.requests(),
         "attempts": sum(len([s for s in j if s[0] == "attempt" and s[8]]) for _, _, j in seen),
+        "budgets": router.budgets(),
     }
 
 
@@ -242,8 +247,9 @@ def _lane(router: Router, **kwargs: Any) -> Any:
 
 
 def test_which_calls_take_the_lane(fake: FakeProvider) -> None:
-    """The common call takes it; anything that holds, orders, frames or bounds a request
-    in time is planned, and so is a group whose first route a request skips."""
+    """The common call takes it, budgeted or not; anything that rate-limits, orders,
+    frames or bounds a request in time is planned, and so is a group whose first route a
+    request skips."""
     routes = [fake_route(fake, "a"), fake_route(fake, "b")]
     plain = Router(routes, breaker=Breaker())
     assert _lane(plain) is not None
@@ -251,7 +257,8 @@ def test_which_calls_take_the_lane(fake: FakeProvider) -> None:
     assert _lane(plain, stream=True) is None
     assert _lane(plain, deadline=5.0) is None
     assert _lane(Router(routes, deadline=5.0)) is None
-    assert _lane(Router(routes, budget=Budget("1"))) is None
+    # A budget's hold is taken on the lane (`tests/test_express_budget.py`).
+    assert _lane(Router(routes, budget=Budget("1"))) is not None
     assert _lane(Router(routes, order=Order.CHEAPEST)) is None
     assert _lane(Router(routes, observers=[lambda record: None])) is None
     assert _lane(Router([fake_route(fake, "a", rpm=100), fake_route(fake, "b")])) is None

@@ -34,7 +34,7 @@ from ..policies.budget import Ledger, RequestFacts, Reservation
 from ..policies.candidate import Candidate
 from ..policies.sent_body import body_of, choices, prompt_bytes, reply_cap, server_tool
 
-__all__ = ["Checkpoint", "proxied", "wire_for"]
+__all__ = ["Checkpoint", "judge_for", "proxied", "wire_for"]
 
 
 class Checkpoint:
@@ -147,19 +147,29 @@ def wire_for(
     ledger: Ledger | None,
     facts: RequestFacts | None,
 ) -> Wire:
-    """An attempt's wire, with a checkpoint when a promise is to be judged there: the
-    on-device `floor`, or a reservation the body as sent must not outgrow."""
+    """An attempt's wire, with a checkpoint when a promise is to be judged there (see
+    `judge_for`)."""
+    return Wire(judge_for(candidate, held, floor, ledger, facts))
+
+
+def judge_for(
+    candidate: Candidate,
+    held: Reservation | None,
+    floor: bool,
+    ledger: Ledger | None,
+    facts: RequestFacts | None,
+) -> Checkpoint | None:
+    """An attempt's checkpoint, when a promise is to be judged at its wire: the on-device
+    `floor`, or a reservation the body as sent must not outgrow; None when neither."""
     if not floor and (held is None or held.price is None):
-        return Wire()
-    return Wire(
-        Checkpoint(
-            candidate,
-            floor=floor,
-            held=held,
-            facts=facts,
-            strict=ledger is not None and ledger.budget.strict,
-            currency=ledger.currency if ledger is not None else "USD",
-        )
+        return None
+    return Checkpoint(
+        candidate,
+        floor=floor,
+        held=held,
+        facts=facts,
+        strict=ledger is not None and ledger.budget.strict,
+        currency=ledger.currency if ledger is not None else "USD",
     )
 
 

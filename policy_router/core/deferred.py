@@ -20,13 +20,13 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from ..ground.money import Usage
+from ..ground.money import Money, Usage
 from ..policies.candidate import Candidate
 from .gate import listed_cost
 from .journey import Attempt
 from .outcomes import answer
 
-__all__ = ["DeferredAttempt", "answered"]
+__all__ = ["LISTED", "DeferredAttempt", "answered"]
 
 _FIELDS = tuple(f.name for f in fields(Attempt))
 _NAMES = frozenset(_FIELDS)
@@ -34,6 +34,9 @@ _COMPARED = tuple(f.name for f in fields(Attempt) if f.compare)
 
 Counts = tuple[int, int]
 """A usage with nothing but its prompt and reply counts (`reading.counts_of`)."""
+
+LISTED: Any = object()
+"""`answered`'s default cost: what the usage costs at the route's own prices."""
 
 
 class DeferredAttempt(Attempt):
@@ -46,13 +49,12 @@ class DeferredAttempt(Attempt):
         # Called only when a slot is still empty: fill every field, then read this one.
         if name not in _NAMES:
             raise AttributeError(name)
-        candidate, group, endpoint, elapsed, usage, model, journey_id = self._parts
+        candidate, group, endpoint, elapsed, usage, model, journey_id, cost = self._parts
         if type(usage) is tuple:
             usage = Usage(prompt=usage[0], completion=usage[1])
-        made = answer(
-            candidate.route, group, journey_id, endpoint, elapsed,
-            listed_cost(candidate, usage), usage, model=model,
-        )
+        if cost is LISTED:
+            cost = listed_cost(candidate, usage)
+        made = answer(candidate.route, group, journey_id, endpoint, elapsed, cost, usage, model=model)
         for field in _FIELDS:
             object.__setattr__(self, field, getattr(made, field))
         return object.__getattribute__(self, name)
@@ -93,11 +95,13 @@ def answered(
     elapsed: float,
     usage: Usage | Counts | None,
     model: str | None,
+    cost: Money | None = LISTED,
 ) -> DeferredAttempt:
     """The record `outcomes.answer` makes for an attempt `candidate`'s route answered, with
-    the cost at its own prices, made when first read. `journey_id` is set at once: the log
-    line of every attempt names it."""
+    `cost` (by default the usage at the route's own prices; a budgeted attempt's is what
+    its budget charged), made when first read. `journey_id` is set at once: the log line
+    of every attempt names it."""
     made = _new(DeferredAttempt)
-    _set_parts(made, (candidate, group, endpoint, elapsed, usage, model, journey_id))
+    _set_parts(made, (candidate, group, endpoint, elapsed, usage, model, journey_id, cost))
     _set_journey_id(made, journey_id)
     return made

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..policies.prices import Price
     from ..state.store import Store
 
-__all__ = ["Admitted", "Gate", "Send", "held_of", "listed_cost"]
+__all__ = ["Admitted", "Gate", "Send", "admits_at_once", "held_of", "listed_cost"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +78,19 @@ class Gate:
             if admitted is not None:
                 return admitted
         return (yield from self._admit_in_turn(candidate, at, token))
+
+    def admit_closed(self, candidate: Candidate, at: float, token: str) -> Steps[Admitted | Skip | None]:
+        """`admit` in the one store operation of a store that can (`Store.admit`), for a
+        route the breaker admits as it is (its record closed): the express lane's
+        admission. None, with nothing held, when the breaker's own steps would have to
+        decide (a record that is not closed), when the store cannot admit in one
+        operation or could not be reached, or when the budget refuses before asking it (a
+        currency, no price): the plan then asks as it always does."""
+        if self.ledger is not None:
+            yield from self.ledger.ready()
+        if not self.at_once:
+            return None
+        return (yield from self._admit_at_once(candidate, at, token))
 
     def _admit_at_once(
         self, candidate: Candidate, at: float, token: str
@@ -292,6 +305,12 @@ def listed_cost(candidate: Candidate, usage: Usage | None) -> Money | None:
 
 
 _AT_ONCE: dict[type, bool] = {}
+
+
+def admits_at_once(store: Store) -> bool:
+    """Whether `store` admits and settles an attempt in one operation each
+    (`Store.admit`, `Store.conclude`)."""
+    return _at_once(type(store))
 
 
 def _at_once(kind: type) -> bool:

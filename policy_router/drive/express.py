@@ -1,22 +1,23 @@
 """The express lane: the common call, answered by its group's first route, in few steps.
 
 Most calls go to a group whose routes all serve them, are sent to the first route, and
-are answered. When nothing of the request is held or ordered (no budget, no rate limits,
-the listed order, no deadline, no stream, no observer that frames requests) and the store
+are answered. When nothing of the request is ordered or rate-limited (the listed order, no
+`rpm`/`tpm`, no deadline, no stream, no observer that frames requests) and the store
 answers in this process, the plan's work for such a call is: read the route's health,
-send, and on the answer record the breaker's success, the cost at the route's prices and
-the attempt. The lane does exactly that, and nothing else: no plan, no generators, no
-queue (`Planner.lane` says which calls may take it). A plain chat call (`drive.plain`)
-reaches its group's lane from its keywords in one pass (`Planner.express`): no `Call` is
-made unless the plan takes it over.
+hold the budget's worst case when a budget covers the call (`lane_hold`), send, and on the
+answer record the breaker's success, the cost (the route's prices, or what the budget
+charged) and the attempt. The lane does exactly that, and nothing else: no plan, no
+generators, no queue (`Planner.lane` says which calls may take it). A plain chat call
+(`drive.plain`) reaches its group's lane from its keywords in one pass
+(`Planner.express`): no `Call` is made unless the plan takes it over.
 
 Anything that is not the common answer goes to the plan, which keeps every rule: a route
-whose record is not closed is planned from scratch (the lane took nothing); a failure, a
-cancellation, or an answer LiteLLM does not say it sent (a mock, its cache, or any way
-nobody listed) is handed to a plan that adopts the attempt
-as its first (`Plan.adopt`) and goes on from there as for any attempt of its own. The
-records are the plan's: the same `Attempt`, the same breaker write by the same id, the
-same journey.
+whose record is not closed, or a call the budget refuses, is planned from scratch (the
+lane took nothing); a failure, a cancellation, or an answer LiteLLM does not say it sent
+(a mock, its cache, or any way nobody listed) is handed to a plan that adopts the attempt
+as its first (`Plan.adopt`), with its hold, and goes on from there as for any attempt of
+its own. The records are the plan's: the same `Attempt`, the same breaker write by the
+same id, the same journey.
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.checkpoint import Checkpoint
-from ..core.deferred import Counts, answered
+from ..core.deferred import LISTED, Counts, answered
 from ..core.gate import Send
 from ..core.journey import Routed, journey_of, routed_of
 from ..endpoints import Endpoint, reading
 from ..endpoints.reading import usage_of
 from ..ground.clock import Clock, MonotonicClock
 from ..ground.ids import new_id
-from ..ground.money import Usage
+from ..ground.money import Money, Usage
 from ..ground.outcome import Wire
 from ..ground.records import Skip
 from ..policies.breaker import Breaker, HealthBook
@@ -42,13 +43,15 @@ from ..policies.candidate import Candidate
 from ..policies.hedge import Hedge
 from ..policies.requirements import Requirements
 from ..policies.retry import Retry
-from ..state.store import FRESH, Store
-from . import calls
+from ..state.store import FRESH, Store, perform
+from . import calls, lane_hold
+from .lane_hold import Facts
 from .prompt import Prompt
 from .seam import raised, transport
 
 if TYPE_CHECKING:
     from ..core.plan import Plan
+    from ..policies.scopes import Budgets
     from .calls import OnRestart
 
 __all__ = ["Call", "Lane", "takes_lane"]
@@ -117,11 +120,11 @@ class Planning(Protocol):
 class Lane:
     """The express lane to one route (the first of its group for the calls that take it):
     what the common call needs of the router, read once. A lane serves one group and one
-    set of needs (its `Planner` keys lanes by both), so one endpoint."""
+    set of needs of one endpoint (its `Planner` keys lanes by all three)."""
 
     __slots__ = (
-        "_counts", "_fresh", "_id", "_judge", "_kept", "_name", "_now", "book", "candidate", "emit",
-        "endpoint", "group", "needs", "store",
+        "_budgets", "_counts", "_facts", "_fresh", "_id", "_judge", "_kept", "_name", "_now", "book",
+        "candidate", "emit", "endpoint", "group", "needs", "store",
     )
 
     def __init__(
@@ -135,6 +138,8 @@ class Lane:
         needs: Requirements,
         endpoint: Endpoint,
         answered: set[str] | None = None,
+        budgets: Budgets | None = None,
+        facts: Facts | None = None,
     ) -> None:
         self.candidate = candidate
         # The router's routes that have answered (`Latencies.answered`): this one's answers
@@ -160,6 +165,8 @@ class Lane:
         # Under the on-device floor every attempt is checked at the wire (where LiteLLM
         # really sends it, through which proxy); the checkpoint holds nothing per call.
         self._judge = Checkpoint(candidate, floor=True) if needs.on_device else None
+        # A budgeted call is held before it is sent (`lane_hold`): `facts` measures it.
+        self._budgets, self._facts = budgets, facts
 
     def call(
         self, call_kwargs: dict[str, Any], timeout: float | None, call: Call | None,
@@ -170,7 +177,7 @@ class Lane:
         `call_kwargs` are what LiteLLM is to get, `timeout` the call's own in seconds;
         `call` is the call as `Planner.prepare` read it, or None for a plain chat call
         (`Planner.express`), whose `Call` is made only if the plan takes over."""
-        trip, sent = self._trip(timeout), None
+        trip, sent = self._trip(timeout, call_kwargs, call), None
         if trip is not None:
             try:
                 result = transport.call(
@@ -194,7 +201,7 @@ class Lane:
     ) -> Routed[Any]:
         """The async twin of `call` (a cancellation is handed over too: the plan records
         it and re-raises it)."""
-        trip, sent = self._trip(timeout), None
+        trip, sent = self._trip(timeout, call_kwargs, call), None
         if trip is not None:
             try:
                 result = await transport.acall(
@@ -221,10 +228,13 @@ class Lane:
         routed = self._answered(trip, result)
         return routed if routed is not None else trip.sent(result, None)
 
-    def _trip(self, timeout: float | None) -> _Trip | None:
+    def _trip(
+        self, timeout: float | None, call_kwargs: dict[str, Any], call: Call | None
+    ) -> _Trip | None:
         """The lane's attempt, when the breaker admits the route as the gate's one-step
-        admission does (its record closed, admitted unchanged; nothing is taken either way);
-        None leaves the call to the plan."""
+        admission does (its record closed, admitted unchanged; nothing is taken either way)
+        and, for a budgeted call, the budget holds its worst case (`lane_hold`); None
+        leaves the call to the plan, with nothing held."""
         started = self._now()
         if self.book is not None:
             h = self.store.health(self._id)
@@ -232,7 +242,19 @@ class Lane:
                 h.state == "closed" and self.book.admits_as_is(h, started)
             ):
                 return None
-        return _Trip(self.candidate, new_id(), started, timeout, self._judge)
+        id = new_id()
+        if self._budgets is None or self._facts is None:
+            return _Trip(self.candidate, id, started, timeout, self._judge)
+        held = lane_hold.hold(
+            self._budgets, self._facts, self.book, self.store, self.candidate, self.endpoint,
+            self.group, call_kwargs, call.scope if call is not None else None,
+            call.measure() if call is not None else None, f"{id}.1", started, self.needs.on_device,
+        )
+        if held is False:
+            return None
+        if held is True:  # no budget covers the call
+            return _Trip(self.candidate, id, started, timeout, self._judge)
+        return _Trip(self.candidate, id, started, timeout, held.judge, held)
 
     def _plan(
         self,
@@ -269,17 +291,25 @@ class Lane:
         id, candidate, endpoint = trip.id, self.candidate, self.endpoint
         if usage is None:  # the endpoint's whole reading of any reply but the common one
             usage = endpoint.usage(result)
-        # A success leaves a fresh record as it is (`Breaker.succeeded`): written only when
-        # the route has something to forget. Read then skipped, it is as if this success
-        # came before whatever the route meets next.
-        if self.book is not None and self.store.health(self._id) is not FRESH:
+        cost: Money | None = LISTED
+        if trip.hold is not None:
+            # Held: settled as the plan's gate settles (the charge and the breaker's success
+            # in one store operation), and the attempt records what the budget charged.
+            if isinstance(usage, tuple):
+                usage = Usage(prompt=usage[0], completion=usage[1])
+            tokens = usage.prompt + usage.completion if usage is not None else None  # `Outcomes.billed`
+            cost = perform(self.store, trip.hold.gate.conclude(trip.send(), usage, tokens))
+        elif self.book is not None and self.store.health(self._id) is not FRESH:
+            # A success leaves a fresh record as it is (`Breaker.succeeded`): written only
+            # when the route has something to forget. Read then skipped, it is as if this
+            # success came before whatever the route meets next.
             token = f"{id}.1"
             change, op, made = self.book.succeeding(self._id, token, self._name)
             self.store.update_health(self._id, change, token=token, op=op)
             made()
         elapsed = max(0.0, self._now() - trip.started)
         # The plan's record (`outcomes.answer`), its fields made when first read.
-        attempt = answered(candidate, self.group, id, endpoint.name, elapsed, usage, model)
+        attempt = answered(candidate, self.group, id, endpoint.name, elapsed, usage, model, cost)
         self.emit(attempt)
         journey = journey_of(self.group, self.needs, (attempt,), self._name, elapsed, id)
         if endpoint.incomplete is not None:
@@ -291,23 +321,27 @@ class Lane:
 
 
 class _Trip(Wire):
-    """The lane's one attempt: its request id, when it started, its timeout, and (being its
-    own `Wire`) whether its request left."""
+    """The lane's one attempt: its request id, when it started, its timeout, what it holds
+    (a budgeted call's `Hold`), and (being its own `Wire`) whether its request left."""
 
-    __slots__ = ("candidate", "id", "started", "timeout")
+    __slots__ = ("candidate", "hold", "id", "started", "timeout")
 
     def __init__(
         self, candidate: Candidate, id: str, started: float, timeout: float | None,
-        judge: Checkpoint | None = None,
+        judge: Checkpoint | None = None, hold: lane_hold.Hold | None = None,
     ) -> None:
         Wire.__init__(self, judge)
         self.candidate, self.id, self.started, self.timeout = candidate, id, started, timeout
+        self.hold = hold
+
+    def send(self) -> Send:
+        """The attempt as the gate admitted it: a closed record (no probe, no slot), under
+        the token `{id}.1`, holding its reservation when it has one."""
+        return Send(
+            candidate=self.candidate, started=self.started, held=self.hold.held if self.hold is not None else None, wait=0.0,
+            timeout=self.timeout, number=1, probe=False, token=f"{self.id}.1", slot_tokens=None, attempt=1, wire=self,
+        )
 
     def sent(self, result: Any, error: BaseException | None) -> calls.Sent:
-        """The attempt as the plan adopts it: admitted as a closed record is (nothing held,
-        no probe, no slot), under the token `{id}.1`, with how it ended."""
-        send = Send(
-            candidate=self.candidate, started=self.started, held=None, wait=0.0, timeout=self.timeout, number=1, probe=False, token=f"{self.id}.1",
-            slot_tokens=None, attempt=1, wire=self,
-        )
-        return calls.Sent(send, result, error)
+        """The attempt as the plan adopts it (`send`), with how it ended."""
+        return calls.Sent(self.send(), result, error)

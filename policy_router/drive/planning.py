@@ -18,6 +18,7 @@ from typing import Any
 
 from ..core.checks import sift
 from ..core.events import request_attributes
+from ..core.gate import admits_at_once
 from ..core.plan import Plan
 from ..core.validate import REFUSED_KWARGS, check_call, check_policies_of, conflicts
 from ..endpoints import Endpoint, with_messages
@@ -133,8 +134,6 @@ class Planner:
         # left by its first plain call read in full.
         self._plain: dict[str, plain.Known] = {}
         self._plain_needs = Requirements.from_kwargs({"messages": [{"content": ""}]})
-        # Groups whose calls may take the express lane (`lane`): nothing of theirs is held
-        # or ordered per request, and the store answers in this process.
         # Each group's hedge, and the routes' recent times a `Hedge(after="p95")` reads
         # (kept across reconfigurations, by route id).
         self._hedges = {
@@ -142,15 +141,14 @@ class Planner:
         }
         self.latencies = latencies if latencies is not None else Latencies()
         self.hedge_shares = hedge_shares if hedge_shares is not None else HedgeShares()
+        # Groups whose calls may take the express lane (`lane`): nothing of theirs is
+        # ordered per request or rate-limited, the store answers in this process, and a
+        # budget's hold is taken in one store operation (`lane_hold`).
+        at_once = budgets is None or admits_at_once(store)
         self._express = {
-            g
-            for g in self.groups
-            if budgets is None
-            and frame is None
-            and self._hedges[g] is None
-            and not store.remote
-            and g not in self._limited
-            and self.order_of(g) is Order.AS_LISTED
+            g for g in self.groups
+            if at_once and frame is None and self._hedges[g] is None and not store.remote
+            and g not in self._limited and self.order_of(g) is Order.AS_LISTED
         }
 
     def carry_turns(self, previous: Planner) -> None:
@@ -319,7 +317,7 @@ class Planner:
         if group in self._express and eligible and not skips and takes_lane(eligible[0], needs):
             lane = Lane(
                 eligible[0], self.health, self.store, self._clock, self._emit, group, needs,
-                endpoint, self.latencies.answered,
+                endpoint, self.latencies.answered, self.budgets, self.facts,
             )
         if len(self._sifted) >= _SIFTED:
             self._sifted.clear()
@@ -343,8 +341,9 @@ class Planner:
 
     def lane(self, call: Call) -> Lane | None:
         """The express lane for `call` (see `drive.express`), or None when the call needs
-        the whole plan: a budget, rate limits, an ordering, a deadline, a stream, an
-        observer that frames requests, a store not in this process, a route skipped."""
+        the whole plan: rate limits, an ordering, a deadline, a stream, a hedge, an
+        observer that frames requests, a store not in this process (or, under a budget,
+        one that cannot hold a call in one operation), a route skipped."""
         if call.lane is None or call.seconds or call.call_kwargs.get("stream") or call.hedge:
             return None
         if not window.fits(call.lane.candidate, call.endpoint, call.call_kwargs, call.sifted, call.measure()):

@@ -1,6 +1,8 @@
 """The router's own CPU per call, this checkout against a git revision, in one process.
 
-Run: `.venv/bin/python tests/bench/versus.py REV [calls]` (REV defaults to HEAD).
+Run: `.venv/bin/python tests/bench/versus.py REV [calls] [--budget]` (REV defaults to
+HEAD; `--budget`: both routers with `Budget("1000000")`, every call with `max_tokens=64`,
+so each reserves, is held to its bound at the wire and settles).
 
 Two runs of `overhead.py` on this shared 2-core machine differ by tens of percent: too
 much noise to see a change of a few µs. Here the package at REV is taken out of git
@@ -45,6 +47,8 @@ from loguru import logger
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 INSIDE = [0]
+BUDGET = "--budget" in sys.argv
+ASKED: dict[str, Any] = {"max_tokens": 64} if BUDGET else {}
 
 
 def _import(name: str, into: Path) -> Any:
@@ -89,7 +93,7 @@ def _router(package: Any, base: str) -> Any:
         )
         for n in "abc"
     ]
-    return package.Router(routes)
+    return package.Router(routes, budget=package.Budget("1000000")) if BUDGET else package.Router(routes)
 
 
 async def _once(fn: Callable[[], Awaitable[Any]]) -> int:
@@ -124,8 +128,8 @@ async def _child(rev: str, calls: int, first: str) -> dict[str, float]:
         plain = {"api_base": base, "api_key": KEY, "num_retries": 0, "max_retries": 0}
         variants: dict[str, Callable[[], Awaitable[Any]]] = {
             "plain": lambda: litellm.acompletion(model="openai/a", messages=MESSAGES, **plain),
-            "rev": lambda: then.acompletion(model="g", messages=MESSAGES),
-            "now": lambda: now.acompletion(model="g", messages=MESSAGES),
+            "rev": lambda: then.acompletion(model="g", messages=MESSAGES, **ASKED),
+            "now": lambda: now.acompletion(model="g", messages=MESSAGES, **ASKED),
         }
         samples: dict[str, list[int]] = {name: [] for name in variants}
         for turn in range(calls + 30):  # the first 30: clients, caches, the lanes
@@ -143,12 +147,12 @@ def main(rev: str, calls: int) -> None:
     runs = {}
     for first in ("rev", "now"):
         out = subprocess.run(
-            [sys.executable, __file__, rev, str(calls), f"--first={first}"],
+            [sys.executable, __file__, rev, str(calls), f"--first={first}", *(["--budget"] if BUDGET else [])],
             check=True, capture_output=True, text=True,
         ).stdout
         runs[first] = json.loads(out.strip().splitlines()[-1])
     print(f"CPU outside litellm.acompletion per call (loop thread, median of {calls} calls), "
-          "Router(routes), 3 routes:")
+          f"Router(routes{', budget=Budget(...)' if BUDGET else ''}), 3 routes:")
     for first, medians in runs.items():
         print(
             f"  {'REV' if first == 'rev' else 'this checkout'} imported first: plain "
@@ -163,7 +167,7 @@ def main(rev: str, calls: int) -> None:
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if not a.startswith("--first=")]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
     given_rev = args[0] if args else "HEAD"
     given_calls = int(args[1]) if len(args) > 1 else 1500
     chosen = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--first=")]
