@@ -235,26 +235,23 @@ class Lane:
         admission does (its record closed, admitted unchanged; nothing is taken either way)
         and, for a budgeted call, the budget holds its worst case (`lane_hold`); None
         leaves the call to the plan, with nothing held."""
-        started = self._now()
+        started, id = self._now(), new_id()
+        if self._budgets is not None and self._facts is not None:
+            # The admission reads the route's record itself, in the same store operation.
+            held = lane_hold.hold(
+                self._budgets, self._facts, self.book, self.store, self.candidate, self.endpoint,
+                self.group, call_kwargs, call.scope if call is not None else None,
+                call.measure() if call is not None else None, f"{id}.1", started, self.needs.on_device,
+            )
+            if held is not True:  # True: no budget covers the call
+                return None if held is False else _Trip(self.candidate, id, started, timeout, held.judge, held)
         if self.book is not None:
             h = self.store.health(self._id)
             if not (h is FRESH and self._fresh) and not (
                 h.state == "closed" and self.book.admits_as_is(h, started)
             ):
                 return None
-        id = new_id()
-        if self._budgets is None or self._facts is None:
-            return _Trip(self.candidate, id, started, timeout, self._judge)
-        held = lane_hold.hold(
-            self._budgets, self._facts, self.book, self.store, self.candidate, self.endpoint,
-            self.group, call_kwargs, call.scope if call is not None else None,
-            call.measure() if call is not None else None, f"{id}.1", started, self.needs.on_device,
-        )
-        if held is False:
-            return None
-        if held is True:  # no budget covers the call
-            return _Trip(self.candidate, id, started, timeout, self._judge)
-        return _Trip(self.candidate, id, started, timeout, held.judge, held)
+        return _Trip(self.candidate, id, started, timeout, self._judge)
 
     def _plan(
         self,
