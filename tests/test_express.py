@@ -162,17 +162,37 @@ def test_the_lane_gives_what_the_plan_gives(
     a row (so a route rests, fails over, answers after failures): with the lane and without
     it, the same answers, journeys, health, records told, spend, and requests received."""
     taken: list[str] = []
-    with pytest.MonkeyPatch.context() as patch:
-        for name in ("call", "acall"):
-            real = getattr(Lane, name)
-            patch.setattr(Lane, name, _spy(real, taken))
-        fast = _run(fake, scripts, calls, breaker, priced, use_async)
+    same_on_lane_and_plan(fake, scripts, calls, breaker, priced, use_async, taken=taken)
     assert len(taken) == calls  # every call took the lane (a rested first route is planned)
+
+
+def same_on_lane_and_plan(
+    fake: FakeProvider,
+    scripts: list[list[str]],
+    calls: int,
+    breaker: bool,
+    priced: bool,
+    use_async: bool,
+    kwargs: dict[str, Any] | None = None,
+    *,
+    taken: list[str] | None = None,
+    more: Any = dict,
+) -> dict[str, Any]:
+    """`_run` with the lane and again with every call planned (`more()` gives each run's
+    router its other arguments, made afresh): asserts the two equal and the requests
+    received equal to the attempts counted, and returns the lane's run. `taken` collects
+    the route of each call that entered the lane."""
+    with pytest.MonkeyPatch.context() as patch:
+        if taken is not None:
+            for name in ("call", "acall"):
+                patch.setattr(Lane, name, _spy(getattr(Lane, name), taken))
+        fast = _run(fake, scripts, calls, breaker, priced, use_async, dict(kwargs or {}), **more())
     with pytest.MonkeyPatch.context() as patch:
         _no_lane(patch)
-        planned = _run(fake, scripts, calls, breaker, priced, use_async)
+        planned = _run(fake, scripts, calls, breaker, priced, use_async, dict(kwargs or {}), **more())
     assert fast == planned
     assert fast["received"] == fast["attempts"]  # requests received == attempts counted
+    return fast
 
 
 # LiteLLM's whole keyword space (its `completion` signature and the keywords it reads from
@@ -216,12 +236,7 @@ def test_any_keyword_gives_on_the_lane_what_it_gives_in_the_plan(
     values (many LiteLLM refuses before sending, some make it answer without sending): the
     lane gives what the plan gives, requests received equal attempts, and a route rests only
     for a request it received."""
-    fast = _run(fake, scripts, 2, True, priced, use_async, kwargs)
-    with pytest.MonkeyPatch.context() as patch:
-        _no_lane(patch)
-        planned = _run(fake, scripts, 2, True, priced, use_async, kwargs)
-    assert fast == planned
-    assert fast["received"] == fast["attempts"]
+    fast = same_on_lane_and_plan(fake, scripts, 2, True, priced, use_async, kwargs)
     if fast["received"] == 0:
         assert all(state == "closed" and not failures for state, failures, _, _ in fast["health"].values())
 

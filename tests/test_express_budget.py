@@ -24,7 +24,7 @@ from policy_router.state.sqlite import SQLiteStore
 from policy_router.testing import FakeProvider, Hang, Reply
 
 from .conftest import MESSAGES, fake_route, prices
-from .test_express import KEYWORDS, STEPS, _no_lane, _run, _spy
+from .test_express import KEYWORDS, STEPS, same_on_lane_and_plan
 
 BUDGETS = {
     "router": lambda cap, strict: [Budget(cap, strict=strict)],
@@ -83,23 +83,15 @@ def test_a_budgeted_call_gives_on_the_lane_what_it_gives_in_the_plan(
     without it, the same answers, journeys, health, records told, requests received and
     accounts; no account passes its cap, and nothing is left reserved."""
 
-    def run() -> dict[str, Any]:
-        store = SQLiteStore(tmp_path_factory.mktemp("lane") / "state.sqlite") if sqlite else None
+    def more() -> dict[str, Any]:
         budgets = BUDGETS[kind](cap, strict)
-        more: dict[str, Any] = {"budgets": budgets} if store is None else {"budgets": budgets, "store": store}
-        return _run(fake, scripts, calls, True, True, use_async, dict(kwargs), **more)
+        if not sqlite:
+            return {"budgets": budgets}
+        return {"budgets": budgets, "store": SQLiteStore(tmp_path_factory.mktemp("lane") / "state.sqlite")}
 
     taken: list[str] = []
-    with pytest.MonkeyPatch.context() as patch:
-        for name in ("call", "acall"):
-            patch.setattr(Lane, name, _spy(getattr(Lane, name), taken))
-        fast = run()
+    fast = same_on_lane_and_plan(fake, scripts, calls, True, True, use_async, kwargs, taken=taken, more=more)
     assert len(taken) == calls
-    with pytest.MonkeyPatch.context() as patch:
-        _no_lane(patch)
-        planned = run()
-    assert fast == planned
-    assert fast["received"] == fast["attempts"]
     _spent_within_caps(fast["budgets"])
 
 
@@ -121,13 +113,9 @@ def test_any_keyword_gives_on_a_budgeted_lane_what_it_gives_in_the_plan(
     or none, `user`, `metadata`, a mock, LiteLLM's cache), under a budget of each scope:
     the budgeted lane gives what the plan gives, and no account passes its cap or keeps a
     reservation."""
-    budgets = BUDGETS[kind]("0.06", False)
-    fast = _run(fake, scripts, 2, True, True, use_async, dict(kwargs), budgets=budgets)
-    with pytest.MonkeyPatch.context() as patch:
-        _no_lane(patch)
-        planned = _run(fake, scripts, 2, True, True, use_async, dict(kwargs), budgets=BUDGETS[kind]("0.06", False))
-    assert fast == planned
-    assert fast["received"] == fast["attempts"]
+    fast = same_on_lane_and_plan(
+        fake, scripts, 2, True, True, use_async, kwargs, more=lambda: {"budgets": BUDGETS[kind]("0.06", False)}
+    )
     _spent_within_caps(fast["budgets"])
 
 
