@@ -169,9 +169,9 @@ class Plan:
     def adopt(self, send: Send) -> None:
         """Take `send` as this request's first attempt, already admitted and sent: the
         express lane (`drive.express`) sent it to the plan's first route, admitted as the
-        gate admits a closed record (no probe, no slot; the budget's hold when it took
-        one, which the plan settles or releases as its own), under the token `f"{id}.1"`. The next `next()` returns it, so a driver tells the plan its outcome
-        as for any attempt the plan made."""
+        gate admits a closed record (no probe, no slot; its hold, if any, the plan's to
+        settle), under the token `f"{id}.1"`. The next `next()` returns it, so a driver
+        tells the plan its outcome as for any attempt the plan made."""
         candidate, _, _ = self.course.queue.popleft()
         if candidate is not send.candidate or send.token != f"{self.id}.1":
             raise ValueError("adopt() takes the express lane's send to the plan's first route")

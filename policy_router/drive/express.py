@@ -294,8 +294,7 @@ class Lane:
             # in one store operation), and the attempt records what the budget charged.
             if isinstance(usage, tuple):
                 usage = Usage(prompt=usage[0], completion=usage[1])
-            tokens = usage.prompt + usage.completion if usage is not None else None  # `Outcomes.billed`
-            cost = perform(self.store, trip.hold.gate.conclude(trip.send(), usage, tokens))
+            cost = perform(self.store, trip.hold.gate.conclude(trip.send(), usage, None))  # no rate slot
         elif self.book is not None and self.store.health(self._id) is not FRESH:
             # A success leaves a fresh record as it is (`Breaker.succeeded`): written only
             # when the route has something to forget. Read then skipped, it is as if this
