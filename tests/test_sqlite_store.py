@@ -117,3 +117,26 @@ def test_the_slots_of_finished_requests_are_forgotten_after_two_windows(
         assert db.execute("SELECT count(*) FROM rate_done").fetchone()[0] == 1
         assert db.execute("SELECT tokens FROM rate_slots WHERE slot = 'new'").fetchone()[0] == 10
     assert store.windows(["r"])["r"].requests == 1
+
+
+def test_a_recovered_route_reads_as_closed_on_every_clock_and_its_successes_write_nothing(tmp_path: Path) -> None:
+    """A route that failed once and then answered is closed again: read by another process
+    (another clock, so another offset to the calendar) it is the closed record, not one
+    resting until a time a few seconds off zero, and a success on it changes nothing in the
+    file: no write per request for the file's other processes to wait on."""
+    from policy_router.ground.clock import ManualClock
+    from policy_router.state.store import FRESH, Health
+
+    path = tmp_path / "state.sqlite"
+    here = SQLiteStore(path).bind("r", ManualClock(1000.0), lambda _: None)
+    here.update_health("g/a", lambda h: Health(failures=1, last_error="timeout"))
+    here.update_health("g/a", lambda h: FRESH)
+    there = SQLiteStore(path).bind("r", ManualClock(5.0), lambda _: None)
+    assert there.health("g/a") == FRESH and there.health("g/a").rest_until == 0.0
+    with sqlite3.connect(path) as db:
+        before = db.execute("SELECT record FROM health").fetchall()
+    for _ in range(3):
+        there.update_health("g/a", lambda h: FRESH if h == FRESH else Health(state="open", failures=9))
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT record FROM health").fetchall() == before
+    assert there.health("g/a") == FRESH

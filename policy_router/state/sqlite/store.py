@@ -48,8 +48,7 @@ CREATE TABLE IF NOT EXISTS budget (
   unbounded INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS budget_holds (
   name TEXT NOT NULL, hold TEXT NOT NULL, amount INTEGER NOT NULL, expires REAL NOT NULL,
-  PRIMARY KEY (name, hold));
-CREATE INDEX IF NOT EXISTS budget_holds_expires ON budget_holds (expires);
+  PRIMARY KEY (name, hold)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS budget_done (
   name TEXT NOT NULL, hold TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (name, hold));
 CREATE TABLE IF NOT EXISTS budget_caps (scope TEXT PRIMARY KEY, cap TEXT NOT NULL);
@@ -80,6 +79,24 @@ _CHARGE = (
     "unmeasured = unmeasured + excluded.unmeasured, unbounded = unbounded + excluded.unbounded, "
     "reserved = reserved + excluded.reserved"
 )
+
+
+def _text(health: Health, offset: float, probe_at: float) -> str:
+    """A health record as the file keeps it: its times on the calendar. Not resting is kept
+    as 0, not as 0 moved by the clocks' offset (read back by another clock it would be a
+    time a few microseconds off 0, no longer the closed record, and every success would
+    write it again); `probe_at` only while a probe is held, so a closed record is always
+    the same text."""
+    return json.dumps({
+        "state": health.state, "failures": health.failures,
+        "rest_until": health.rest_until + offset if health.rest_until else 0.0,
+        "rest": health.rest, "probing": health.probing, "probe_at": probe_at,
+        "last_error": health.last_error, "opened": health.opened,
+    })
+
+
+# A closed route's record, recognized as text: read by every admission and success.
+_CLOSED = _text(FRESH, 0.0, 0.0)
 
 
 class SQLiteStore:
@@ -115,6 +132,7 @@ class SQLiteStore:
         self._timeout = float(timeout)
         self._probe_lease = float(probe_lease)
         self._local = threading.local()
+        self._forget_at = 0.0
         self._clock: Clock = MonotonicClock()
         import sqlite3  # on first use only: `import policy_router` loads no driver it may not need
 
@@ -202,7 +220,7 @@ class SQLiteStore:
                 if not self._done(db, name, hold, now):
                     continue
                 self._charge(db, name, hold, cost, measured, bounded)
-            rate.forget_older(db, "budget_done", now - _DONE_KEEP)
+            self._forget_done(db, now)
 
     def _charge(self, db: sqlite3.Connection, name: str, hold: str, cost: int, measured: bool, bounded: bool) -> None:
         held = self._unhold(db, name, hold)
@@ -234,6 +252,13 @@ class SQLiteStore:
                 held = self._unhold(db, name, hold)
                 if held is not None:
                     db.execute("UPDATE budget SET reserved = reserved - ? WHERE name = ?", (held, name))
+            self._forget_done(db, now)
+
+    def _forget_done(self, db: sqlite3.Connection, now: float) -> None:
+        """Drop the ids settled more than `_DONE_KEEP` ago, at most once a minute: they are
+        kept a day, so asking at every settle would only read the table's first row again."""
+        if now >= self._forget_at:
+            self._forget_at = now + 60.0
             rate.forget_older(db, "budget_done", now - _DONE_KEEP)
 
     def _expire(self, db: sqlite3.Connection, now: float) -> None:
@@ -297,12 +322,13 @@ class SQLiteStore:
 
     # -- health, on the router's clock ------------------------------------------------------
     def _record(self, text: str | None, offset: float, now: float) -> Health:
-        if text is None:
+        if text is None or text == _CLOSED:
             return FRESH
         data = json.loads(text)
         probing = bool(data.get("probing")) and now - float(data.get("probe_at", 0.0)) <= self._probe_lease
         return Health(
-            state=data["state"], failures=data["failures"], rest_until=data["rest_until"] - offset,
+            state=data["state"], failures=data["failures"],
+            rest_until=data["rest_until"] - offset if data["rest_until"] else 0.0,
             rest=data["rest"], probing=probing, last_error=data["last_error"], opened=data["opened"],
         )
 
@@ -326,18 +352,15 @@ class SQLiteStore:
             if row is not None and new == old:
                 # Most changes change nothing (a closed breaker's admit, a healthy route's
                 # success): the record stays as it is, with no write for every request.
-                return replace(new, rest_left=0.0)
-            probe_at = now if new.probing and not old.probing else json.loads(row[0]).get("probe_at", now) if row else now
-            record = {
-                "state": new.state, "failures": new.failures, "rest_until": new.rest_until + offset,
-                "rest": new.rest, "probing": new.probing, "probe_at": probe_at,
-                "last_error": new.last_error, "opened": new.opened,
-            }
+                return new if new.rest_left == 0.0 else replace(new, rest_left=0.0)
+            probe_at = 0.0
+            if new.probing:
+                probe_at = json.loads(row[0]).get("probe_at", now) if row and old.probing else now
             db.execute(
                 "INSERT INTO health VALUES (?, ?) ON CONFLICT (route) DO UPDATE SET record = excluded.record",
-                (route, json.dumps(record)),
+                (route, _text(new, offset, probe_at)),
             )
-        return replace(new, rest_left=0.0)
+        return new if new.rest_left == 0.0 else replace(new, rest_left=0.0)
 
     def all_health(self) -> dict[str, Health]:
         now, offset = time.time(), self._offset()
