@@ -18,7 +18,6 @@ router's own clock.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import threading
 import time
@@ -30,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 from ...ground.clock import MonotonicClock
 from ...ground.errors import ConfigError, StoreUnavailableError
 from ..admission import Admission, Admitting, Settlement, admit_in_turn, conclude_in_turn
-from ..store import FRESH, Health, SpendState, StoreCall
+from ..store import Health, SpendState, StoreCall
+from . import record
 from . import windows as rate
 
 if TYPE_CHECKING:
@@ -79,24 +79,6 @@ _CHARGE = (
     "unmeasured = unmeasured + excluded.unmeasured, unbounded = unbounded + excluded.unbounded, "
     "reserved = reserved + excluded.reserved"
 )
-
-
-def _text(health: Health, offset: float, probe_at: float) -> str:
-    """A health record as the file keeps it: its times on the calendar. Not resting is kept
-    as 0, not as 0 moved by the clocks' offset (read back by another clock it would be a
-    time a few microseconds off 0, no longer the closed record, and every success would
-    write it again); `probe_at` only while a probe is held, so a closed record is always
-    the same text."""
-    return json.dumps({
-        "state": health.state, "failures": health.failures,
-        "rest_until": health.rest_until + offset if health.rest_until else 0.0,
-        "rest": health.rest, "probing": health.probing, "probe_at": probe_at,
-        "last_error": health.last_error, "opened": health.opened,
-    })
-
-
-# A closed route's record, recognized as text: read by every admission and success.
-_CLOSED = _text(FRESH, 0.0, 0.0)
 
 
 class SQLiteStore:
@@ -321,17 +303,6 @@ class SQLiteStore:
         return getattr(self, call.method)(*call.args, **call.kwargs)
 
     # -- health, on the router's clock ------------------------------------------------------
-    def _record(self, text: str | None, offset: float, now: float) -> Health:
-        if text is None or text == _CLOSED:
-            return FRESH
-        data = json.loads(text)
-        probing = bool(data.get("probing")) and now - float(data.get("probe_at", 0.0)) <= self._probe_lease
-        return Health(
-            state=data["state"], failures=data["failures"],
-            rest_until=data["rest_until"] - offset if data["rest_until"] else 0.0,
-            rest=data["rest"], probing=probing, last_error=data["last_error"], opened=data["opened"],
-        )
-
     def _offset(self) -> float:
         """Seconds from the router's clock to the calendar's, now."""
         return time.time() - self._clock.now()
@@ -339,7 +310,7 @@ class SQLiteStore:
     def health(self, route: str) -> Health:
         with self._tx(write=False) as db:
             row = db.execute("SELECT record FROM health WHERE route = ?", (route,)).fetchone()
-        return self._record(row[0] if row else None, self._offset(), time.time())
+        return record.read(row[0] if row else None, self._offset(), time.time(), self._probe_lease)
 
     def update_health(
         self, route: str, change: Callable[[Health], Health], *, token: str = "", op: str = ""
@@ -347,7 +318,7 @@ class SQLiteStore:
         now, offset = time.time(), self._offset()
         with self._tx() as db:
             row = db.execute("SELECT record FROM health WHERE route = ?", (route,)).fetchone()
-            old = self._record(row[0] if row else None, offset, now)
+            old = record.read(row[0] if row else None, offset, now, self._probe_lease)
             new = change(old)
             if row is not None and new == old:
                 # Most changes change nothing (a closed breaker's admit, a healthy route's
@@ -355,10 +326,10 @@ class SQLiteStore:
                 return new if new.rest_left == 0.0 else replace(new, rest_left=0.0)
             probe_at = 0.0
             if new.probing:
-                probe_at = json.loads(row[0]).get("probe_at", now) if row and old.probing else now
+                probe_at = record.probe_at(row[0], now) if row and old.probing else now
             db.execute(
                 "INSERT INTO health VALUES (?, ?) ON CONFLICT (route) DO UPDATE SET record = excluded.record",
-                (route, _text(new, offset, probe_at)),
+                (route, record.text(new, offset, probe_at)),
             )
         return new if new.rest_left == 0.0 else replace(new, rest_left=0.0)
 
@@ -366,7 +337,7 @@ class SQLiteStore:
         now, offset = time.time(), self._offset()
         with self._tx(write=False) as db:
             rows = db.execute("SELECT route, record FROM health").fetchall()
-        return {route: self._record(text, offset, now) for route, text in rows}
+        return {route: record.read(text, offset, now, self._probe_lease) for route, text in rows}
 
     def reset_health(self, route: str | None = None) -> None:
         """Forget health records (and the close a 429 put on a window), for every process."""
