@@ -85,6 +85,9 @@ class Node:
             "--save", "",
             "--appendonly", "yes",
             "--appendfsync", "always",
+            # A replica's first sync starts at once: by default a master waits 5 s for
+            # more replicas to share one transfer, and each cluster here waited it.
+            "--repl-diskless-sync-delay", "0",
             "--dir", str(self.dir),
             "--logfile", "redis.log",
             *NEEDED,
