@@ -39,6 +39,11 @@ STEPS = {
 }
 
 
+def fault_scripts(steps: int, routes: int) -> st.SearchStrategy[list[list[str]]]:
+    """What the first 1 to `routes` routes answer: up to `steps` of `STEPS` each."""
+    return st.lists(st.lists(st.sampled_from(sorted(STEPS)), max_size=steps), min_size=1, max_size=routes)
+
+
 def _router(fake: FakeProvider, n: int, breaker: bool, priced: bool, **more: Any) -> Router:
     table = prices(**{f"x{i}": "1000" for i in range(n)}) if priced else None
     routes = [fake_route(fake, f"x{i}", prices=table) for i in range(n)]
@@ -135,7 +140,7 @@ def _run(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    st.lists(st.lists(st.sampled_from(sorted(STEPS)), max_size=4), min_size=1, max_size=3),
+    fault_scripts(4, 3),
     st.integers(1, 4),
     st.booleans(),
     st.booleans(),
@@ -221,7 +226,7 @@ KEYWORDS = st.dictionaries(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     KEYWORDS,
-    st.lists(st.lists(st.sampled_from(sorted(STEPS)), max_size=2), min_size=1, max_size=2),
+    fault_scripts(2, 2),
     st.booleans(),
     st.booleans(),
 )

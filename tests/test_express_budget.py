@@ -24,7 +24,7 @@ from policy_router.state.sqlite import SQLiteStore
 from policy_router.testing import FakeProvider, Hang, Reply
 
 from .conftest import MESSAGES, fake_route, prices
-from .test_express import KEYWORDS, STEPS, same_on_lane_and_plan
+from .test_express import KEYWORDS, fault_scripts, same_on_lane_and_plan
 
 BUDGETS = {
     "router": lambda cap, strict: [Budget(cap, strict=strict)],
@@ -52,7 +52,7 @@ def _spent_within_caps(budgets: list[Any]) -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    st.lists(st.lists(st.sampled_from(sorted(STEPS)), max_size=3), min_size=1, max_size=2),
+    fault_scripts(3, 2),
     st.integers(1, 4),
     st.sampled_from(sorted(BUDGETS)),
     st.sampled_from(["0.02", "0.06", "1"]),
@@ -98,7 +98,7 @@ def test_a_budgeted_call_gives_on_the_lane_what_it_gives_in_the_plan(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     KEYWORDS,
-    st.lists(st.lists(st.sampled_from(sorted(STEPS)), max_size=2), min_size=1, max_size=2),
+    fault_scripts(2, 2),
     st.sampled_from(sorted(BUDGETS)),
     st.booleans(),
 )

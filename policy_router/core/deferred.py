@@ -26,7 +26,7 @@ from .gate import listed_cost
 from .journey import Attempt
 from .outcomes import answer
 
-__all__ = ["LISTED", "DeferredAttempt", "answered"]
+__all__ = ["LISTED", "DeferredAttempt", "answered", "as_usage"]
 
 _FIELDS = tuple(f.name for f in fields(Attempt))
 _NAMES = frozenset(_FIELDS)
@@ -37,6 +37,13 @@ Counts = tuple[int, int]
 
 LISTED: Any = object()
 """`answered`'s default cost: what the usage costs at the route's own prices."""
+
+
+def as_usage(usage: Usage | Counts | None) -> Usage | None:
+    """`usage` as a `Usage`: counts alone (the common reply's reading) made one."""
+    if isinstance(usage, tuple):
+        return Usage(prompt=usage[0], completion=usage[1])
+    return usage
 
 
 class DeferredAttempt(Attempt):
@@ -50,8 +57,7 @@ class DeferredAttempt(Attempt):
         if name not in _NAMES:
             raise AttributeError(name)
         candidate, group, endpoint, elapsed, usage, model, journey_id, cost = self._parts
-        if type(usage) is tuple:
-            usage = Usage(prompt=usage[0], completion=usage[1])
+        usage = as_usage(usage)
         if cost is LISTED:
             cost = listed_cost(candidate, usage)
         made = answer(candidate.route, group, journey_id, endpoint, elapsed, cost, usage, model=model)

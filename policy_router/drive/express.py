@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.checkpoint import Checkpoint
-from ..core.deferred import LISTED, Counts, answered
+from ..core.deferred import LISTED, Counts, answered, as_usage
 from ..core.gate import Send
 from ..core.journey import Routed, journey_of, routed_of
 from ..endpoints import Endpoint, reading
@@ -292,8 +292,7 @@ class Lane:
         if trip.hold is not None:
             # Held: settled as the plan's gate settles (the charge and the breaker's success
             # in one store operation), and the attempt records what the budget charged.
-            if isinstance(usage, tuple):
-                usage = Usage(prompt=usage[0], completion=usage[1])
+            usage = as_usage(usage)
             cost = perform(self.store, trip.hold.gate.conclude(trip.send(), usage, None))  # no rate slot
         elif self.book is not None and self.store.health(self._id) is not FRESH:
             # A success leaves a fresh record as it is (`Breaker.succeeded`): written only

@@ -320,17 +320,16 @@ class SQLiteStore:
             row = db.execute("SELECT record FROM health WHERE route = ?", (route,)).fetchone()
             old = record.read(row[0] if row else None, offset, now, self._probe_lease)
             new = change(old)
-            if row is not None and new == old:
-                # Most changes change nothing (a closed breaker's admit, a healthy route's
-                # success): the record stays as it is, with no write for every request.
-                return new if new.rest_left == 0.0 else replace(new, rest_left=0.0)
-            probe_at = 0.0
-            if new.probing:
-                probe_at = record.probe_at(row[0], now) if row and old.probing else now
-            db.execute(
-                "INSERT INTO health VALUES (?, ?) ON CONFLICT (route) DO UPDATE SET record = excluded.record",
-                (route, record.text(new, offset, probe_at)),
-            )
+            # Most changes change nothing (a closed breaker's admit, a healthy route's
+            # success): the record stays as it is, with no write for every request.
+            if row is None or new != old:
+                probe_at = 0.0
+                if new.probing:
+                    probe_at = record.probe_at(row[0], now) if row and old.probing else now
+                db.execute(
+                    "INSERT INTO health VALUES (?, ?) ON CONFLICT (route) DO UPDATE SET record = excluded.record",
+                    (route, record.text(new, offset, probe_at)),
+                )
         return new if new.rest_left == 0.0 else replace(new, rest_left=0.0)
 
     def all_health(self) -> dict[str, Health]:
