@@ -15,7 +15,7 @@ from typing import Any
 import httpcore
 import pytest
 
-from policy_router import Router
+from policy_router import Retry, Router
 from policy_router.testing import Fail, FakeProvider, Reply
 
 from .conftest import MESSAGES, fake_route
@@ -98,3 +98,49 @@ def test_a_stream_dropped_in_a_reference_cycle_is_closed_off_the_collecting_thre
     while not response.is_closed and time.monotonic() < deadline:
         time.sleep(0.01)
     assert response.is_closed
+
+
+@pytest.mark.parametrize("before", ["a failover", "a retry"])
+def test_streams_read_in_part_and_dropped_after_a_failed_attempt_never_wait_on_a_held_lock(
+    fake: FakeProvider, request: pytest.FixtureRequest, before: str
+) -> None:
+    """Three streams, each answered after a failed attempt (another route, or the same
+    one after its Retry-After) and read to their first chunk, then dropped: each is
+    garbage only in a cycle, with the provider's stream inside it suspended mid-answer.
+    The collector runs while this thread holds every pool's lock: no stream is closed on
+    it (the router keeps each until it has closed it on its own thread), and every
+    response is closed soon after."""
+    words = Reply(" ".join(f"w{i}" for i in range(40)))
+    if before == "a failover":
+        fake.script("a", Fail(503), Fail(503), Fail(503))
+        router = Router([fake_route(fake, "a"), fake_route(fake, "b")], breaker=None)
+    else:
+        fake.script("a", Fail(429, retry_after=0.05), words, Fail(429, retry_after=0.05), words,
+                    Fail(429, retry_after=0.05), words)
+        router = Router([fake_route(fake, "a", retry=Retry(attempts=2)), fake_route(fake, "b")], breaker=None)
+    fake.script("b", words, words, words)
+    gc.collect()
+    gc.disable()  # collected only where the test says
+    try:
+        responses = []
+        for _ in range(3):
+            routed = router.route(model="g", messages=MESSAGES, stream=True)
+            assert routed.journey.attempts[0].outcome != "answered"
+            next(iter(routed.response))
+            responses.append(routed.response._it.completion_stream.response)
+        del routed
+        locks: list[Any] = request.getfixturevalue("watched_pools")
+        for lock in locks:
+            lock.acquire()
+        try:
+            gc.collect()
+        finally:
+            for lock in locks:
+                lock.release()
+    finally:
+        gc.enable()
+    assert sum(lock.asked_again for lock in locks) == 0
+    deadline = time.monotonic() + 10
+    while not all(r.is_closed for r in responses) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(r.is_closed for r in responses)

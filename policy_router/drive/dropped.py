@@ -8,6 +8,12 @@ is not reentrant: the thread waits for itself for good (seen in the suite). So `
 only hands the close here (`hand`, a `queue.SimpleQueue.put`, which is safe in `__del__`),
 and one daemon thread closes each in turn, taking the lock when its holder lets it go.
 What remains at exit is closed then, on the main thread.
+
+A stream found in a reference cycle (a failed attempt's exception keeps the frames that
+made the stream) is not dropped when its reader lets it go but when the collector runs,
+and the collector would finalize the provider's own stream in the same pass, closing its
+response right there. So every sync stream handed to a caller is kept here (`keep`)
+until the router has closed it (`let_go`): it is never garbage while its response is open.
 """
 
 from __future__ import annotations
@@ -20,9 +26,12 @@ from collections.abc import Callable
 
 from loguru import logger
 
-__all__ = ["hand", "ready"]
+__all__ = ["hand", "keep", "let_go", "ready"]
 
-_QUEUE: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
+_QUEUE: queue.SimpleQueue[object] = queue.SimpleQueue()
+# The sync streams handed to callers and not yet closed by the router, by id (a dict's
+# item set and pop are atomic under the GIL, from any thread or a `__del__`).
+_KEPT: dict[int, object] = {}
 _started = threading.Event()
 _starting = threading.Lock()
 
@@ -38,16 +47,32 @@ def ready() -> None:
             _started.set()
 
 
-def hand(close: Callable[[], object]) -> None:
-    """Have `close` called on the closing thread (safe to call from `__del__`)."""
-    _QUEUE.put(close)
+def keep(source: object) -> None:
+    """Hold `source` (a stream handed to a caller) until `let_go`: whatever cycle its
+    reader leaves it in, the collector never finalizes it while it is open."""
+    _KEPT[id(source)] = source
 
 
-def _close(close: Callable[[], object]) -> None:
+def let_go(source: object) -> None:
+    """Stop holding `source` (closed by the router, or never kept)."""
+    _KEPT.pop(id(source), None)
+
+
+def hand(source: object) -> None:
+    """Have `source` closed on the closing thread, then let go (safe to call from
+    `__del__`)."""
+    _QUEUE.put(source)
+
+
+def _close(source: object) -> None:
+    close: Callable[[], object] | None = getattr(source, "close", None)
     try:
-        close()
+        if close is not None:
+            close()
     except Exception as error:  # a connection already gone: nothing left to give back
         logger.debug("policy_router: closing a dropped stream's connection: {!r}", error)
+    finally:
+        let_go(source)
 
 
 def _close_each() -> None:
@@ -59,10 +84,10 @@ def _close_each() -> None:
 def _close_the_rest() -> None:
     while True:
         try:
-            close = _QUEUE.get_nowait()
+            source = _QUEUE.get_nowait()
         except queue.Empty:
             return
-        _close(close)
+        _close(source)
 
 
 def _forked() -> None:

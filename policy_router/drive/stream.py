@@ -126,6 +126,10 @@ class RoutedStream(_Routed, Iterator[Any]):
     _reopen: Callable[[], tuple[Opened, Send]] | None
     _reading = False  # a worker still reads the stream (a stall): it gives it back
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        dropped.keep(self._it)  # until the router closes it (see `dropped`)
+
     def __iter__(self) -> RoutedStream:
         return self
 
@@ -189,6 +193,7 @@ class RoutedStream(_Routed, Iterator[Any]):
         opened, send = self._reopen()
         self._watch = self._watch.restarted(opened, send, self._on_restart)
         self._it = opened[1]
+        dropped.keep(self._it)
         self._restarts += 1
 
     def close(self) -> None:
@@ -198,15 +203,16 @@ class RoutedStream(_Routed, Iterator[Any]):
 
     def _release_connection(self) -> None:
         close = getattr(self._it, "close", None)
-        if close is not None:
-            close()
+        try:
+            if close is not None:
+                close()
+        finally:
+            dropped.let_go(self._it)
 
     def _dropped(self) -> None:
         # Collected, maybe inside the HTTP client's own lock on this thread: closed on
         # another thread (`dropped`), never here.
-        close = getattr(self._it, "close", None)
-        if close is not None:
-            dropped.hand(close)
+        dropped.hand(self._it)
 
     def __enter__(self) -> RoutedStream:
         return self

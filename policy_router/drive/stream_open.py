@@ -17,6 +17,7 @@ from typing import Any
 
 from ..core.gate import Send
 from ..endpoints import StreamShape
+from . import dropped
 from .seam import raised, stream_events
 from .stream_watch import Opened
 
@@ -94,6 +95,7 @@ def release(source: Any) -> None:
     if close is not None:
         with contextlib.suppress(Exception):  # a stream already broken may refuse: it is gone
             close()
+    dropped.let_go(source)
 
 
 async def arelease(source: Any) -> None:
