@@ -106,7 +106,8 @@ def test_streams_read_in_part_and_dropped_after_a_failed_attempt_never_wait_on_a
 ) -> None:
     """Three streams, each answered after a failed attempt (another route, or the same
     one after its Retry-After) and read to their first chunk, then dropped: each is
-    garbage only in a cycle, with the provider's stream inside it suspended mid-answer.
+    garbage only in a cycle (the frames of the caller that read it are kept by the failed
+    attempt's traceback), with the provider's stream inside it suspended mid-answer.
     The collector runs while this thread holds every pool's lock: no stream is closed on
     it (the router keeps each until it has closed it on its own thread), and every
     response is closed soon after."""
@@ -119,16 +120,19 @@ def test_streams_read_in_part_and_dropped_after_a_failed_attempt_never_wait_on_a
                     Fail(429, retry_after=0.05), words)
         router = Router([fake_route(fake, "a", retry=Retry(attempts=2)), fake_route(fake, "b")], breaker=None)
     fake.script("b", words, words, words)
+
+    def read_first() -> Any:
+        # A caller's function: its frame (holding the stream) is one the failed attempt's
+        # traceback keeps, through the router's frames it called.
+        routed = router.route(model="g", messages=MESSAGES, stream=True)
+        assert routed.journey.attempts[0].outcome != "answered"
+        next(iter(routed.response))
+        return routed.response._it.completion_stream.response
+
     gc.collect()
     gc.disable()  # collected only where the test says
     try:
-        responses = []
-        for _ in range(3):
-            routed = router.route(model="g", messages=MESSAGES, stream=True)
-            assert routed.journey.attempts[0].outcome != "answered"
-            next(iter(routed.response))
-            responses.append(routed.response._it.completion_stream.response)
-        del routed
+        responses = [read_first() for _ in range(3)]
         locks: list[Any] = request.getfixturevalue("watched_pools")
         for lock in locks:
             lock.acquire()

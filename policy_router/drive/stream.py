@@ -364,15 +364,13 @@ def stream(
         return stream_open.opened(source, shape, send, strip)
 
     opened, send = drive(plan, open_stream, final=False)
-    routed = RoutedStream(
-        opened,
-        plan,
-        send,
-        shape=shape,
-        reopen=(lambda: drive(plan, open_stream, final=False)) if restart else None,
-        on_restart=on_restart,
+    reopen = (lambda: drive(plan, open_stream, final=False)) if restart else None
+    # No local holds the stream: a failed attempt's traceback keeps this frame.
+    return Routed(
+        RoutedStream(opened, plan, send, shape=shape, reopen=reopen, on_restart=on_restart),
+        send.route,
+        plan.journey,
     )
-    return Routed(routed, send.route, plan.journey)
 
 
 async def astream(
@@ -393,12 +391,9 @@ async def astream(
         return await stream_open.aopened(source, shape, send, strip)
 
     opened, send = await adrive(plan, open_stream, final=False)
-    routed = AsyncRoutedStream(
-        opened,
-        plan,
-        send,
-        shape=shape,
-        reopen=(lambda: adrive(plan, open_stream, final=False)) if restart else None,
-        on_restart=on_restart,
+    reopen = (lambda: adrive(plan, open_stream, final=False)) if restart else None
+    return Routed(
+        AsyncRoutedStream(opened, plan, send, shape=shape, reopen=reopen, on_restart=on_restart),
+        send.route,
+        plan.journey,
     )
-    return Routed(routed, send.route, plan.journey)
