@@ -151,8 +151,8 @@ class Wire:
     - none of these: the request failed while being built (a bad argument, a missing SDK,
       a client that could not be made), before anything was sent.
 
-    `details` keeps LiteLLM's pre-call details (read for the secrets the request carried,
-    only if the attempt fails); `unbounded` says why the body as sent has no finite bound,
+    `details` keeps the part of LiteLLM's pre-call details that names the secrets the
+    request carried (its key, headers and URL; read only if the attempt fails); `unbounded` says why the body as sent has no finite bound,
     when the checkpoint let it go anyway (the budget then counts overshoot possible). The
     router counts an attempt, bills it and tells the breaker only when it was sent.
     """
@@ -180,7 +180,11 @@ class Wire:
             if details.get("api_key") == _MOCK_KEY:
                 self.mocked = True
             else:
-                self.details = details
+                # What redaction reads, not LiteLLM's dict itself: that dict holds this
+                # method as its `logger_fn`, so keeping it would make every call's logging
+                # state (request, answer and all) a reference cycle, freed only by the
+                # cyclic collector (2x its collections in a server, measured).
+                self.details = {"api_key": details.get("api_key"), "additional_args": details.get("additional_args")}
                 if self.judge is not None:
                     refused = self.judge(details, self)
                     if refused is not None:
