@@ -83,7 +83,8 @@ def serve(
 def freeze_heap() -> None:
     """Put every object built so far (LiteLLM's model tables and modules, the SDKs' types,
     the policy) out of the garbage collector's reach, once the app is built and before it
-    serves.
+    serves, and let the youngest generation grow to `YOUNG_THRESHOLD` objects between
+    collections rather than CPython's 700.
 
     Why: a full collection walks every tracked object, and the server holds ~400,000 of
     them before its first request, nearly all alive for as long as it runs. Measured with
@@ -91,12 +92,23 @@ def freeze_heap() -> None:
     requests, so ~0.2 ms a request (about 5% of a request's CPU); frozen, 0.02 ms. What is
     frozen is never collected: an object made before serving that later becomes garbage in
     a reference cycle stays in memory (one freed by its reference count is freed as ever).
-    Called by `serve` and by each worker of `--workers`, never by `create_app` (an app
-    served by another ASGI server leaves the process's collector to its owner)."""
+    The young generation: each request in flight holds a few thousand objects (LiteLLM's,
+    the HTTP clients'), and a young collection walks all of them; at 700 one came every
+    ~7 requests, ~80 µs a request; at 7,000, ~30 µs, each pass ~4 ms (measured in process,
+    16 requests at a time). Called by `serve` and by each worker of `--workers`, never by
+    `create_app` (an app served by another ASGI server leaves the process's collector to
+    its owner)."""
     import gc
 
     gc.collect()
     gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_THRESHOLD, older, oldest)
+
+
+YOUNG_THRESHOLD = 7000
+"""Net new objects between two collections of the youngest generation in a served
+process (CPython's default is 700; see `freeze_heap`)."""
 
 
 def _workers(asked: int | None, config: Any, store: Any) -> int:
