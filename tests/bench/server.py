@@ -2,7 +2,7 @@
 CPU per request and p99 latency at concurrency 1, 16 and 64, whole and streamed answers.
 
 Run: `.venv/bin/python tests/bench/server.py [--requests 200] [--rounds 3] [--processes 3]
-[--litellm-proxy /path/to/venv/bin/litellm]`.
+[--litellm-proxy /path/to/venv/bin/litellm] [--side-by-side-rounds 6]`.
 
 Targets, each a real server process on loopback in front of one FakeProvider (in a child
 process of its own), all started at once and measured in interleaved rounds:
@@ -21,7 +21,8 @@ gateway given one core would run; the two-worker server gets both. CPU is the se
 process tree's (user + system, from /proc), divided by the requests it answered; the
 client's and the provider's are not counted. Every target runs as `--processes` processes
 of its own (see `targets`), measured in turn; figures are the median over its processes and
-the rounds, with their spread: a shared 2-core machine.
+the rounds, with their spread: a shared 2-core machine. Then (`side_by_side`) every one-core
+process is loaded at once, for CPU ratios to the floor that share the machine's state.
 """
 
 from __future__ import annotations
@@ -200,12 +201,54 @@ def measure(target: Target, requests: int, concurrency: int, stream: bool) -> tu
     return requests / wall, cpu / requests * 1e3, p99 * 1e3
 
 
+async def _side_by_side(made: list[Target], requests: int, concurrency: int) -> dict[str, float]:
+    """Every target loaded at once (`requests` whole answers each, `concurrency` at a
+    time): its CPU ms a request over the floor's in the same seconds (the floor's mean
+    over its processes)."""
+    before = {id(t): _cpu(t.proc.pid) for t in made}
+    await asyncio.gather(*(_load(t.url, requests, concurrency, False) for t in made))
+    cpu = {id(t): (_cpu(t.proc.pid) - before[id(t)]) / requests * 1e3 for t in made}
+    floor = statistics.mean(cpu[id(t)] for t in made if t.name == "floor")
+    found: dict[str, list[float]] = {}
+    for t in made:
+        found.setdefault(t.name, []).append(cpu[id(t)] / floor)
+    return {name: statistics.mean(v) for name, v in found.items()}
+
+
+def side_by_side(made: list[Target], requests: int, rounds: int) -> list[str]:
+    """CPU a request over the floor's, measured with the targets side by side.
+
+    The table's figures come from each target measured in turn, and this machine's speed
+    moves by tens of percent from one batch to the next (a shared host): a ratio of two
+    batches carries that. Here every one-core target runs at once on the same core, so
+    each round's ratios share the machine's state, and the rounds' spread is the
+    measurement's own. The targets share the core's caches too, as no gateway given its
+    own core would; the ratios, not the absolute figures, are the point."""
+    pinned = [t for t in made if t.pin]
+    lines = [
+        f"\nSide by side: whole answers, every one-core process loaded at once ({requests} requests each), "
+        f"{rounds} rounds; CPU a request over the floor's in the same round, median (min-max):"
+    ]
+    for concurrency in CONCURRENCY:
+        asyncio.run(_side_by_side(pinned, 30, concurrency))  # warm at this concurrency
+        ratios: dict[str, list[float]] = {}
+        for _ in range(rounds):
+            for name, ratio in asyncio.run(_side_by_side(pinned, requests, concurrency)).items():
+                ratios.setdefault(name, []).append(ratio)
+        line = ", ".join(
+            f"{name} {statistics.median(v):.3f}x ({min(v):.3f}-{max(v):.3f})" for name, v in ratios.items() if name != "floor"
+        )
+        lines.append(f"- c={concurrency}: {line}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--processes", type=int, default=3, help="processes of each target")
     parser.add_argument("--litellm-proxy", default=None)
+    parser.add_argument("--side-by-side-rounds", type=int, default=6, help="rounds of the side-by-side CPU ratios (0: none)")
     args = parser.parse_args()
     os.sched_setaffinity(0, {1})
     results: dict[tuple[str, str, int], list[tuple[float, float, float]]] = {}
@@ -225,6 +268,7 @@ def main() -> None:
                         results.setdefault((target.name, mode, concurrency), []).append(got)
                         if not stream:
                             by_process.setdefault((target.name, target.port, concurrency), []).append(got[1])
+        paired = side_by_side(made, args.requests, args.side_by_side_rounds) if args.side_by_side_rounds else []
     names = list(dict.fromkeys(t.name for t in made))
     print(
         f"{args.rounds} interleaved rounds x {args.requests} chat requests per process, mode and concurrency; "
@@ -257,6 +301,7 @@ def main() -> None:
             )
             line.append(f"c={concurrency} " + " ".join(f"{x:.2f}x" for x in each))
         print(f"- {name}: " + "; ".join(line))
+    print("\n".join(paired))
 
 
 if __name__ == "__main__":
