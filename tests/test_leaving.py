@@ -28,23 +28,26 @@ class _Client:
         return {"type": "http.disconnect"}
 
 
+async def _slow_work(settled: list[str]) -> str:
+    """The router's work on a slow provider: when cancelled, it settles (awaiting, as a
+    store's write does) and says so in `settled`."""
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        await asyncio.sleep(0.01)
+        settled.append("settled")
+        raise
+    return "answer"
+
+
 def test_a_client_that_leaves_cancels_the_work_lets_it_settle_and_leaves_the_request_unharmed() -> None:
     settled: list[str] = []
-
-    async def work() -> str:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            await asyncio.sleep(0.01)  # settling awaits too (a store's write)
-            settled.append("settled")
-            raise
-        return "answer"
 
     async def request() -> tuple[str, int]:
         client = _Client()
         asyncio.get_running_loop().call_later(0.05, client.left.set)
         with pytest.raises(ClientGone):
-            await unless_gone(client.receive, work())
+            await unless_gone(client.receive, _slow_work(settled))
         await asyncio.sleep(0.01)  # the request's task still awaits: no cancellation left in it
         task = asyncio.current_task()
         assert task is not None
@@ -76,16 +79,9 @@ def test_work_done_first_is_the_answer_and_nothing_listens_after() -> None:
 def test_a_shutdown_cancelling_the_request_cancels_the_work_and_is_not_taken_for_a_client_leaving() -> None:
     settled: list[str] = []
 
-    async def work() -> None:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            settled.append("settled")
-            raise
-
     async def main() -> None:
         client = _Client()
-        request = asyncio.ensure_future(unless_gone(client.receive, work()))
+        request = asyncio.ensure_future(unless_gone(client.receive, _slow_work(settled)))
         await asyncio.sleep(0.02)
         request.cancel()
         with pytest.raises(asyncio.CancelledError):

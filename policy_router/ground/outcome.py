@@ -152,8 +152,9 @@ class Wire:
       a client that could not be made), before anything was sent.
 
     `details` keeps the part of LiteLLM's pre-call details that names the secrets the
-    request carried (its key, headers and URL; read only if the attempt fails); `unbounded` says why the body as sent has no finite bound,
-    when the checkpoint let it go anyway (the budget then counts overshoot possible). The
+    request carried (its key, headers and URL; read only if the attempt fails);
+    `unbounded` says why the body as sent has no finite bound, when the checkpoint let it
+    go anyway (the budget then counts overshoot possible). The
     router counts an attempt, bills it and tells the breaker only when it was sent.
     """
 

@@ -55,9 +55,7 @@ async def unless_gone(receive: Receive, work: Awaitable[T]) -> T:
         if not left:
             raise
         caller.uncancel()  # the caller's own cancellations are counted as they were
-        raise ClientGone("the client disconnected before its answer") from (
-            None if isinstance(error, asyncio.CancelledError) else error
-        )
+        raise ClientGone(_GONE) from (None if isinstance(error, asyncio.CancelledError) else error)
     finally:
         waiting = False
         gone.cancel()
@@ -67,8 +65,11 @@ async def unless_gone(receive: Receive, work: Awaitable[T]) -> T:
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.sleep(0)
         caller.uncancel()
-        raise ClientGone("the client disconnected before its answer")
+        raise ClientGone(_GONE)
     return result
+
+
+_GONE = "the client disconnected before its answer"
 
 
 async def _disconnect(receive: Receive) -> None:

@@ -73,14 +73,14 @@ def serve(
     # again to whatever handler was there before: a quiet one, so a shutdown that went as
     # planned exits 0 rather than as killed by the signal.
     previous = signal.signal(signal.SIGTERM, lambda *_: None)
-    freeze_heap()
+    tune_collector()
     try:
         uvicorn.Server(uvicorn.Config(app, **options)).run(sockets=[sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def freeze_heap() -> None:
+def tune_collector() -> None:
     """Put every object built so far (LiteLLM's model tables and modules, the SDKs' types,
     the policy) out of the garbage collector's reach, once the app is built and before it
     serves, and let the youngest generation grow to `YOUNG_THRESHOLD` objects between
@@ -108,7 +108,7 @@ def freeze_heap() -> None:
 
 YOUNG_THRESHOLD = 7000
 """Net new objects between two collections of the youngest generation in a served
-process (CPython's default is 700; see `freeze_heap`)."""
+process (CPython's default is 700; see `tune_collector`)."""
 
 
 def _workers(asked: int | None, config: Any, store: Any) -> int:

@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from .app import create_app
-from .serving import CONFIG_VARIABLE, freeze_heap
+from .serving import CONFIG_VARIABLE, tune_collector
 
 __all__ = ["app"]
 
@@ -26,11 +26,12 @@ def app() -> Any:
     """The worker's ASGI app, for the policy the supervisor put in the environment. On
     Linux the worker is also told to stop (SIGTERM, so with its grace) when the supervisor
     dies: a supervisor killed outright must not leave workers serving its port. What the
-    app is built of is frozen out of the collector's reach (`serving.freeze_heap`)."""
+    app is built of is frozen out of the collector's reach, and the young generation
+    collected less often (`serving.tune_collector`)."""
     _stop_with_parent()
     given = os.environ[CONFIG_VARIABLE]
     built = create_app(json.loads(given) if given.startswith("{") else given)
-    freeze_heap()
+    tune_collector()
     return built
 
 
