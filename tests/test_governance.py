@@ -286,6 +286,24 @@ def test_a_reservation_of_a_process_that_died_is_charged_at_its_worst_case_after
     assert alive.spend_state("all").spent == 300
 
 
+
+@pytest.mark.parametrize("end", ["settle", "release"])
+def test_a_late_settle_or_release_of_a_hold_past_its_lease_charges_its_worst_case(tmp_path: Path, end: str) -> None:
+    """Writes look for holds past their lease at most once a second: a settle or release
+    that comes after the lease, before any look, still charges the worst case, not what the
+    late call says (a release would otherwise free money the request may have spent)."""
+    slow = SQLiteStore(tmp_path / "state.sqlite", lease=0.2)
+    assert slow.reserve_all((("all", 1000), ("user:u", 500)), "h1", 300) == -1  # and looked just now
+    time.sleep(0.3)
+    if end == "settle":
+        slow.settle_all(("all", "user:u"), "h1", 10, measured=True, bounded=True)
+    else:
+        slow.release_all(("all", "user:u"), "h1")
+    for scope in ("all", "user:u"):
+        state = slow.spend_state(scope)
+        assert (state.spent, state.reserved, state.holding, state.unmeasured) == (300, 0, 0, 1)
+
+
 # -- set live, told at thresholds ------------------------------------------------------------
 
 @pytest.mark.parametrize("store", ["sqlite", "redis"])

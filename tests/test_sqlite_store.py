@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policy_router import InMemoryStore, SQLiteStore
+from policy_router import InMemoryStore, SQLiteStore, StoreUnavailableError
 from policy_router.state.admission import Admission, Settlement
 from policy_router.state.windows import WINDOW
 
@@ -140,3 +140,20 @@ def test_a_recovered_route_reads_as_closed_on_every_clock_and_its_successes_writ
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT record FROM health").fetchall() == before
     assert there.health("g/a") == FRESH
+
+
+def test_a_commit_that_fails_leaves_the_store_usable(tmp_path: Path) -> None:
+    """A COMMIT can fail (a full disk; here a deferred constraint): the operation raises
+    `StoreUnavailableError`, changes nothing, and the next operation works, where a
+    transaction left open would make every later one fail."""
+    store = SQLiteStore(tmp_path / "state.sqlite")
+    db = store._connection()
+    db.execute("PRAGMA foreign_keys = ON")
+    db.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+    db.execute("CREATE TABLE child (p INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)")
+    with pytest.raises(StoreUnavailableError, match="FOREIGN KEY"), store._tx() as tx:
+        tx.execute("INSERT INTO budget (name, reserved) VALUES ('all', 5)")
+        tx.execute("INSERT INTO child VALUES (1)")
+    assert not db.in_transaction
+    assert store.reserve("all", "h1", 7, 10)
+    assert store.spend_state("all").reserved == 7

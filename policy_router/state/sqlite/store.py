@@ -21,7 +21,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,6 +62,9 @@ CREATE TABLE IF NOT EXISTS responses (
 # within seconds); then it is dropped, or a store that only settles would keep every id.
 _DONE_KEEP = 86400.0
 
+# Seconds between two scans for holds whose lease has passed, made by a write (`_expire`).
+_EXPIRE_EVERY = 1.0
+
 # An account as a reservation reads it, in one statement: `hold` held already (a replay),
 # settled or released (too late), and what it has spent and holds.
 _ACCOUNT = (
@@ -79,6 +82,45 @@ _CHARGE = (
     "unmeasured = unmeasured + excluded.unmeasured, unbounded = unbounded + excluded.unbounded, "
     "reserved = reserved + excluded.reserved"
 )
+
+
+class _Tx:
+    """`SQLiteStore._tx`: a class, not a generator, since every store operation enters one
+    (a generator's context manager costs several times the frames of two plain calls)."""
+
+    __slots__ = ("db", "outer", "store", "write")
+
+    def __init__(self, store: SQLiteStore, write: bool) -> None:
+        self.store, self.write = store, write
+
+    def __enter__(self) -> sqlite3.Connection:
+        store = self.store
+        try:
+            db = self.db = store._connection()
+            local = store._local
+            self.outer = local.depth == 0
+            if self.outer:
+                db.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
+        except store._error as error:
+            raise StoreUnavailableError(f"SQLiteStore {store.path}: {error}") from error
+        local.depth += 1
+        return db
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
+        store = self.store
+        store._local.depth -= 1
+        try:
+            if self.outer:
+                self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+        except store._error as failed:
+            # A COMMIT that failed (a full disk) leaves the transaction open, and every
+            # later BEGIN on this connection would fail with it: end it here.
+            if self.db.in_transaction:
+                with contextlib.suppress(store._error):
+                    self.db.execute("ROLLBACK")
+            raise StoreUnavailableError(f"SQLiteStore {store.path}: {failed}") from failed
+        if isinstance(error, store._error):
+            raise StoreUnavailableError(f"SQLiteStore {store.path}: {error}") from error
 
 
 class SQLiteStore:
@@ -114,10 +156,11 @@ class SQLiteStore:
         self._timeout = float(timeout)
         self._probe_lease = float(probe_lease)
         self._local = threading.local()
-        self._forget_at = 0.0
+        self._forget_at = self._expire_at = 0.0
         self._clock: Clock = MonotonicClock()
         import sqlite3  # on first use only: `import policy_router` loads no driver it may not need
 
+        self._error: type[Exception] = sqlite3.Error
         try:
             self._connection().executescript(_SCHEMA)
         except (sqlite3.Error, OSError) as error:
@@ -136,31 +179,10 @@ class SQLiteStore:
             self._local.db, self._local.depth = db, 0
         return db
 
-    @contextlib.contextmanager
-    def _tx(self, write: bool = True) -> Iterator[sqlite3.Connection]:
+    def _tx(self, write: bool = True) -> _Tx:
         """One transaction (joined by any operation inside it, as `admit` does), its errors
         raised as `StoreUnavailableError`."""
-        import sqlite3
-
-        db = self._connection()
-        depth: int = self._local.depth
-        try:
-            if depth == 0:
-                db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            self._local.depth = depth + 1
-            try:
-                yield db
-            except BaseException:
-                if depth == 0:
-                    db.execute("ROLLBACK")
-                raise
-            else:
-                if depth == 0:
-                    db.execute("COMMIT")
-            finally:
-                self._local.depth = depth
-        except sqlite3.Error as error:
-            raise StoreUnavailableError(f"SQLiteStore {self.path}: {error}") from error
+        return _Tx(self, write)
 
     def bind(self, router: str, clock: Clock, emit: Callable[[object], None]) -> SQLiteStore:
         """The store as one router sees it: its own clock (the file is one namespace: give
@@ -199,23 +221,32 @@ class SQLiteStore:
         with self._tx() as db:
             self._expire(db, now)
             for name in accounts:
-                if not self._done(db, name, hold, now):
-                    continue
-                self._charge(db, name, hold, cost, measured, bounded)
+                if self._done(db, name, hold, now):
+                    self._charge(db, name, self._unhold(db, name, hold), now, cost, measured, bounded)
             self._forget_done(db, now)
 
-    def _charge(self, db: sqlite3.Connection, name: str, hold: str, cost: int, measured: bool, bounded: bool) -> None:
-        held = self._unhold(db, name, hold)
-        db.execute(_CHARGE, (name, cost, int(not measured), int(not bounded), -(held or 0)))
+    def _charge(
+        self, db: sqlite3.Connection, name: str, held: tuple[int, float] | None, now: float,
+        cost: int, measured: bool, bounded: bool,
+    ) -> None:
+        """Charge `cost` to `name` for a hold dropped from it (`held`: its amount and the end
+        of its lease, or None); a hold whose lease had passed is charged at its worst case,
+        whatever the late settle says, as the scan (`_expire`) would have."""
+        if held is not None and held[1] < now:
+            cost, measured, bounded = held[0], False, True
+        db.execute(_CHARGE, (name, cost, int(not measured), int(not bounded), -(held[0] if held else 0)))
 
-    def _unhold(self, db: sqlite3.Connection, name: str, hold: str) -> int | None:
-        """Drop `hold` from `name`: what it held, or None (not `DELETE ... RETURNING`, which
-        needs SQLite 3.35, newer than some systems' Python links)."""
-        row = db.execute("SELECT amount FROM budget_holds WHERE name = ? AND hold = ?", (name, hold)).fetchone()
+    def _unhold(self, db: sqlite3.Connection, name: str, hold: str) -> tuple[int, float] | None:
+        """Drop `hold` from `name`: what it held and when its lease ends, or None (not
+        `DELETE ... RETURNING`, which needs SQLite 3.35, newer than some systems' Python
+        links)."""
+        row = db.execute(
+            "SELECT amount, expires FROM budget_holds WHERE name = ? AND hold = ?", (name, hold)
+        ).fetchone()
         if row is None:
             return None
         db.execute("DELETE FROM budget_holds WHERE name = ? AND hold = ?", (name, hold))
-        return int(row[0])
+        return int(row[0]), float(row[1])
 
     def _done(self, db: sqlite3.Connection, name: str, hold: str, now: float) -> bool:
         """Mark `hold` done in `name`; False when it was already (a repeated write)."""
@@ -232,8 +263,12 @@ class SQLiteStore:
             for name in accounts:
                 self._done(db, name, hold, now)
                 held = self._unhold(db, name, hold)
-                if held is not None:
-                    db.execute("UPDATE budget SET reserved = reserved - ? WHERE name = ?", (held, name))
+                if held is None:
+                    continue
+                if held[1] < now:  # its lease passed: charged at its worst case, never released as unspent
+                    self._charge(db, name, held, now, 0, True, True)
+                else:
+                    db.execute("UPDATE budget SET reserved = reserved - ? WHERE name = ?", (held[0], name))
             self._forget_done(db, now)
 
     def _forget_done(self, db: sqlite3.Connection, now: float) -> None:
@@ -243,20 +278,29 @@ class SQLiteStore:
             self._forget_at = now + 60.0
             rate.forget_older(db, "budget_done", now - _DONE_KEEP)
 
-    def _expire(self, db: sqlite3.Connection, now: float) -> None:
+    def _expire(self, db: sqlite3.Connection, now: float, *, always: bool = False) -> None:
         """Settle at their worst case the holds whose lease has passed: their process died
         mid-call, and the request may have been billed. A settle of one arriving later
-        changes nothing."""
-        for name, hold, amount in db.execute(
-            "SELECT name, hold, amount FROM budget_holds WHERE expires < ?", (now,)
+        changes nothing.
+
+        Writes scan at most once every `_EXPIRE_EVERY` seconds (a read of an account's
+        state, `always`): a hold past its lease weighs on its cap as much held as charged,
+        and a settle or release that finds one charges its worst case itself (`_charge`),
+        so a scan at every write would change no decision, only what it costs."""
+        if not always and now < self._expire_at:
+            return
+        self._expire_at = now + _EXPIRE_EVERY
+        for name, hold, amount, expires in db.execute(
+            "SELECT name, hold, amount, expires FROM budget_holds WHERE expires < ?", (now,)
         ).fetchall():
             if self._done(db, name, hold, now):
-                self._charge(db, name, hold, amount, False, True)
+                db.execute("DELETE FROM budget_holds WHERE name = ? AND hold = ?", (name, hold))
+                self._charge(db, name, (amount, expires), now, amount, False, True)
 
     def spend_state(self, budget: str) -> SpendState:
         now = time.time()
         with self._tx() as db:
-            self._expire(db, now)
+            self._expire(db, now, always=True)
             row = db.execute(
                 "SELECT spent, reserved, calls, unmeasured, unbounded FROM budget WHERE name = ?", (budget,)
             ).fetchone()
