@@ -9,8 +9,9 @@ every scope's spending of its period, the routes that rest, and the windows as t
 
 A reservation left held by a process that died mid-call is settled at its worst case once
 its lease has passed (`lease`, an hour by default: longer than any call's deadline should
-be): the safe side, since the request may have been billed; it is never held forever and
-never released as unspent. The times the store keeps are the machine's calendar time
+be; writes look for such holds at most once a second, every read of an account's state
+looks): the safe side, since the request may have been billed; it is never held forever
+and never released as unspent. The times the store keeps are the machine's calendar time
 (`time.time()`), which every process shares; health records are converted to and from each
 router's own clock.
 """
