@@ -147,7 +147,7 @@ def test_a_commit_that_fails_leaves_the_store_usable(tmp_path: Path) -> None:
     `StoreUnavailableError`, changes nothing, and the next operation works, where a
     transaction left open would make every later one fail."""
     store = SQLiteStore(tmp_path / "state.sqlite")
-    db = store._connection()
+    db = store._db.connection()
     db.execute("PRAGMA foreign_keys = ON")
     db.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
     db.execute("CREATE TABLE child (p INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)")

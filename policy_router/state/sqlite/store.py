@@ -18,9 +18,7 @@ router's own clock.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -28,11 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...ground.clock import MonotonicClock
-from ...ground.errors import ConfigError, StoreUnavailableError
+from ...ground.errors import ConfigError
 from ..admission import Admission, Admitting, Settlement, admit_in_turn, conclude_in_turn
 from ..store import Health, SpendState, StoreCall
 from . import record
 from . import windows as rate
+from .connections import Connections, Transaction
 
 if TYPE_CHECKING:
     import sqlite3
@@ -85,45 +84,6 @@ _CHARGE = (
 )
 
 
-class _Tx:
-    """`SQLiteStore._tx`: a class, not a generator, since every store operation enters one
-    (a generator's context manager costs several times the frames of two plain calls)."""
-
-    __slots__ = ("db", "outer", "store", "write")
-
-    def __init__(self, store: SQLiteStore, write: bool) -> None:
-        self.store, self.write = store, write
-
-    def __enter__(self) -> sqlite3.Connection:
-        store = self.store
-        try:
-            db = self.db = store._connection()
-            local = store._local
-            self.outer = local.depth == 0
-            if self.outer:
-                db.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
-        except store._error as error:
-            raise StoreUnavailableError(f"SQLiteStore {store.path}: {error}") from error
-        local.depth += 1
-        return db
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
-        store = self.store
-        store._local.depth -= 1
-        try:
-            if self.outer:
-                self.db.execute("COMMIT" if kind is None else "ROLLBACK")
-        except store._error as failed:
-            # A COMMIT that failed (a full disk) leaves the transaction open, and every
-            # later BEGIN on this connection would fail with it: end it here.
-            if self.db.in_transaction:
-                with contextlib.suppress(store._error):
-                    self.db.execute("ROLLBACK")
-            raise StoreUnavailableError(f"SQLiteStore {store.path}: {failed}") from failed
-        if isinstance(error, store._error):
-            raise StoreUnavailableError(f"SQLiteStore {store.path}: {error}") from error
-
-
 class SQLiteStore:
     """The store in a SQLite file (see the module docstring).
 
@@ -154,36 +114,19 @@ class SQLiteStore:
                 raise ConfigError(f"SQLiteStore {name} must be seconds > 0, got {value!r}")
         self.path = Path(path)
         self.lease = float(lease)
-        self._timeout = float(timeout)
         self._probe_lease = float(probe_lease)
-        self._local = threading.local()
         self._forget_at = self._expire_at = 0.0
         self._clock: Clock = MonotonicClock()
-        import sqlite3  # on first use only: `import policy_router` loads no driver it may not need
-
-        self._error: type[Exception] = sqlite3.Error
+        self._db = Connections(self.path, float(timeout))
         try:
-            self._connection().executescript(_SCHEMA)
-        except (sqlite3.Error, OSError) as error:
+            self._db.connection().executescript(_SCHEMA)
+        except (self._db.error, OSError) as error:
             raise ConfigError(f"SQLiteStore {self.path}: cannot use it as the store ({error})") from None
 
-    # -- connections and transactions ------------------------------------------------------
-    def _connection(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            import sqlite3
-
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            self._local.db, self._local.depth = db, 0
-        return db
-
-    def _tx(self, write: bool = True) -> _Tx:
+    def _tx(self, write: bool = True) -> Transaction:
         """One transaction (joined by any operation inside it, as `admit` does), its errors
         raised as `StoreUnavailableError`."""
-        return _Tx(self, write)
+        return self._db.transaction(write)
 
     def bind(self, router: str, clock: Clock, emit: Callable[[object], None]) -> SQLiteStore:
         """The store as one router sees it: its own clock (the file is one namespace: give
@@ -429,10 +372,7 @@ class SQLiteStore:
 
     def close(self) -> None:
         """Close this thread's connection (others close with their threads)."""
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self._db.close()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r}, lease={self.lease:g})"
