@@ -165,20 +165,25 @@ class SQLiteStore:
         with self._tx() as db:
             self._expire(db, now)
             for name in accounts:
-                if self._done(db, name, hold, now):
-                    self._charge(db, name, self._unhold(db, name, hold), now, cost, measured, bounded)
+                if not self._done(db, name, hold, now):
+                    continue
+                held = self._unhold(db, name, hold)
+                if held is not None and held[1] < now:  # its lease passed before this settle came
+                    self._charge_worst(db, name, held[0])
+                else:
+                    self._charge(db, name, held[0] if held else 0, cost, measured, bounded)
             self._forget_done(db, now)
 
-    def _charge(
-        self, db: sqlite3.Connection, name: str, held: tuple[int, float] | None, now: float,
-        cost: int, measured: bool, bounded: bool,
-    ) -> None:
-        """Charge `cost` to `name` for a hold dropped from it (`held`: its amount and the end
-        of its lease, or None); a hold whose lease had passed is charged at its worst case,
-        whatever the late settle says, as the scan (`_expire`) would have."""
-        if held is not None and held[1] < now:
-            cost, measured, bounded = held[0], False, True
-        db.execute(_CHARGE, (name, cost, int(not measured), int(not bounded), -(held[0] if held else 0)))
+    def _charge(self, db: sqlite3.Connection, name: str, held: int, cost: int, measured: bool, bounded: bool) -> None:
+        """Charge `cost` to `name` and give back the `held` amount its hold reserved."""
+        db.execute(_CHARGE, (name, cost, int(not measured), int(not bounded), -held))
+
+    def _charge_worst(self, db: sqlite3.Connection, name: str, held: int) -> None:
+        """Charge a hold whose lease passed at its worst case, `held` (unmeasured): its
+        process may have died mid-call, and the request may have been billed. A late settle
+        or release of it is charged so too (never released as unspent), as `_expire` would
+        have charged it first."""
+        self._charge(db, name, held, held, False, True)
 
     def _unhold(self, db: sqlite3.Connection, name: str, hold: str) -> tuple[int, float] | None:
         """Drop `hold` from `name`: what it held and when its lease ends, or None (not
@@ -209,8 +214,8 @@ class SQLiteStore:
                 held = self._unhold(db, name, hold)
                 if held is None:
                     continue
-                if held[1] < now:  # its lease passed: charged at its worst case, never released as unspent
-                    self._charge(db, name, held, now, 0, True, True)
+                if held[1] < now:  # its lease passed before this release came
+                    self._charge_worst(db, name, held[0])
                 else:
                     db.execute("UPDATE budget SET reserved = reserved - ? WHERE name = ?", (held[0], name))
             self._forget_done(db, now)
@@ -229,17 +234,17 @@ class SQLiteStore:
 
         Writes scan at most once every `_EXPIRE_EVERY` seconds (a read of an account's
         state, `always`): a hold past its lease weighs on its cap as much held as charged,
-        and a settle or release that finds one charges its worst case itself (`_charge`),
+        and a settle or release that finds one charges its worst case itself,
         so a scan at every write would change no decision, only what it costs."""
         if not always and now < self._expire_at:
             return
         self._expire_at = now + _EXPIRE_EVERY
-        for name, hold, amount, expires in db.execute(
-            "SELECT name, hold, amount, expires FROM budget_holds WHERE expires < ?", (now,)
+        for name, hold, amount in db.execute(
+            "SELECT name, hold, amount FROM budget_holds WHERE expires < ?", (now,)
         ).fetchall():
             if self._done(db, name, hold, now):
                 db.execute("DELETE FROM budget_holds WHERE name = ? AND hold = ?", (name, hold))
-                self._charge(db, name, (amount, expires), now, amount, False, True)
+                self._charge_worst(db, name, amount)
 
     def spend_state(self, budget: str) -> SpendState:
         now = time.time()
