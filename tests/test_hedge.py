@@ -501,3 +501,30 @@ def test_a_hedge_refused_after_the_race_was_won_is_given_back_at_the_deadline_or
     if ending == "deadline":
         skipped = [s.reason for s in caught.value.journey.skips if s.route == "openai/b"]
         assert skipped == ["not sent: lost the hedge to openai/a while it waited for a free worker"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_sync_hedged_attempt_is_given_up_at_its_first_token_limit(stream: bool) -> None:
+    """A route's first-token limit holds in a sync hedged race as in an async one: an
+    attempt silent past it is left (the next route answers), even when the hedge's delay
+    has not come. Before, the sync race waited for the silent attempt, which answered
+    seconds past its limit."""
+
+    def answer(path: str, body: dict[str, Any]) -> Step:
+        if body.get("model") == "slow":
+            return Hang(3.0, Reply("from the slow route", usage=(5, 3)))
+        return Reply("from the next route", usage=(5, 3))
+
+    with FakeProvider(responder=answer) as fake:
+        router = Router(
+            [fake_route(fake, "slow", first_token_timeout=0.3), fake_route(fake, "next")],
+            hedge=Hedge(after=10.0),
+        )
+        if stream:
+            routed = router.route(model="g", messages=ASK, stream=True)
+            text = "".join(c.choices[0].delta.content or "" for c in routed.response)
+        else:
+            routed = router.route(model="g", messages=ASK)
+            text = routed.response.choices[0].message.content
+        assert (routed.route.name, text) == ("openai/next", "from the next route"), str(routed.journey)
+        assert "no first token within 0.3 s" in str(routed.journey)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
@@ -46,18 +47,23 @@ def race(
     settle_loser: Callable[[Send, Future[Any]], None],
     abandon: Callable[[dict[Future[Any], Send]], None],
     interrupted: Callable[[dict[Future[Any], Send]], None],
+    gave_up: Callable[[Send, Future[Any]], Exception],
 ) -> tuple[T, Send] | Exception | None:
     """The sync race: attempts on `pool`'s workers. The loser keeps running on its worker
     (a thread cannot be stopped) and settles when it ends (`settle_loser`); at the deadline
     `abandon` is handed every attempt still running (and raises); when the caller is
-    interrupted (Ctrl-C), `interrupted` is, before the interruption goes on. Returns the
-    winner's result and send, or the last error (None: none) when every attempt failed."""
+    interrupted (Ctrl-C), `interrupted` is, before the interruption goes on. An attempt
+    with no answer when its route's first-token limit passes leaves the race (`gave_up`
+    tells the plan and gives the error it counts as), as the async race's attempts do:
+    it can no longer win, whatever it answers later. Returns the winner's result and send,
+    or the last error (None: none) when every attempt failed."""
     # Decided when an attempt answers, by its own worker before its future completes: the
     # worker may take the hedge from the queue next, before the caller wakes to stop it.
     # An attempt no worker began by then is never sent (`Decided`).
     lock = threading.Lock()
     decided: list[Send | None] = [None]  # the winner, once there is one
     began: set[int] = set()
+    out: set[int] = set()  # attempts past their first-token limit: they cannot win
 
     def running(send: Send) -> T:
         with lock:
@@ -66,10 +72,43 @@ def race(
             began.add(id(send))
         result = run(send)
         with lock:
-            decided[0] = decided[0] or send
+            if id(send) not in out:
+                decided[0] = decided[0] or send
         return result
 
-    futures: dict[Future[Any], Send] = {pool.submit(running, first): first}
+    futures: dict[Future[Any], Send] = {}
+    limits: dict[Future[Any], float] = {}  # each attempt's first-token limit, as a time
+
+    def submit(send: Send) -> None:
+        future = pool.submit(running, send)
+        futures[future] = send
+        limit = send.route.first_token_timeout
+        if limit is not None:
+            limits[future] = time.monotonic() + limit
+
+    def past_limits() -> Exception | None:
+        """Take out of the race every attempt whose first-token limit has passed."""
+        now, given_up = time.monotonic(), None
+        for future, until in list(limits.items()):
+            if until <= now and future in futures and not future.done():
+                send = futures.pop(future)
+                with lock:
+                    out.add(id(send))
+                given_up = gave_up(send, future)
+        return given_up
+
+    def next_wait(hedge_at: float | None) -> float | None:
+        """Seconds until the deadline, a limit or the hedge, whichever comes first."""
+        now = time.monotonic()
+        times = [until for future, until in limits.items() if future in futures]
+        if hedge_at is not None:
+            times.append(hedge_at)
+        found = [max(t - now, 0.0) for t in times]
+        if plan.deadline is not None:
+            found.append(max(plan.deadline.left(), 0.0))
+        return min(found) if found else None
+
+    submit(first)
 
     refused: list[Send] = []  # taken by a worker after the race was won: not sent
 
@@ -99,19 +138,22 @@ def race(
 
     try:
         deadline = plan.deadline
-        timeout = after if deadline is None else min(after, deadline.left())
-        done, _ = wait(futures, timeout=timeout)
-        if not done and (deadline is None or not deadline.passed()):
-            extra = plan.run(plan.hedge())
-            if extra is not None:
-                futures[pool.submit(running, extra)] = extra
+        hedge_at: float | None = time.monotonic() + after
         last: Exception | None = None
         while futures:
-            left = None if deadline is None else max(deadline.left(), 0.0)
-            done, _ = wait(futures, timeout=left, return_when=FIRST_COMPLETED)
+            done, _ = wait(futures, timeout=next_wait(hedge_at), return_when=FIRST_COMPLETED)
             if not done:
-                give_back_refused(bounded=False)
-                abandon(futures)  # the deadline passed with every attempt still running
+                given_up = past_limits()
+                last = given_up or last
+                if deadline is not None and deadline.passed():
+                    give_back_refused(bounded=False)
+                    abandon(futures)  # the deadline passed with every attempt still running
+                if hedge_at is not None and time.monotonic() >= hedge_at and futures:
+                    hedge_at = None
+                    extra = plan.run(plan.hedge())
+                    if extra is not None:
+                        submit(extra)
+                continue
             for future in done:
                 send = futures.pop(future)
                 error = future.exception()

@@ -91,19 +91,11 @@ def within(
         _not_sent(plan, send)
         raise Abandoned from None
     except FutureTimeout:
-        if future.cancel():  # still queued behind busy workers: it is never sent
-            _not_sent(plan, send, limit if by_limit else None)
-            if by_limit and limit is not None:
-                raise GaveUp(raised.first_token_error(send.route, limit)) from None
-            raise Abandoned from None
         if by_limit and limit is not None:
-            # The worker still runs the call: it may yet be sent, and billed.
-            fault = Fault(FaultKind.TIMEOUT, None, NO_FIRST_TOKEN.format(limit), billed=True)
-            plan.run(plan.gave_up(send, fault))
-            future.add_done_callback(
-                lambda f: _settle_late(plan, send, f, final, usage, health=False)
-            )
-            raise GaveUp(raised.first_token_error(send.route, limit)) from None
+            raise GaveUp(_give_up(plan, send, future, limit, final, usage)) from None
+        if future.cancel():  # still queued behind busy workers: it is never sent
+            _not_sent(plan, send)
+            raise Abandoned from None
         plan.abandoned(send)
         future.add_done_callback(lambda f: _settle_late(plan, send, f, final, usage))
         raise Abandoned from None
@@ -151,9 +143,30 @@ def race(
             plan.abandoned(send, "interrupted by the caller; settles when it ends")
             future.add_done_callback(lambda f, s=send: _settle_late(plan, s, f, final, usage))  # type: ignore[misc]
 
+    def gave_up(send: Send, future: Future[Any]) -> Exception:
+        limit = send.route.first_token_timeout
+        assert limit is not None, "only an attempt with a first-token limit is given up"
+        return _give_up(plan, send, future, limit, final, usage)
+
     return hedged.race(
-        plan, first, _queued(plan, open_), after, WORKERS, told, settle, abandon, interrupted
+        plan, first, _queued(plan, open_), after, WORKERS, told, settle, abandon, interrupted, gave_up
     )
+
+
+def _give_up(
+    plan: Plan, send: Send, future: Future[Any], limit: float, final: bool, usage: UsageReader
+) -> Exception:
+    """Stop waiting for an attempt with no first token within its route's `limit`: the
+    breaker hears a timeout at once, and the error the request raises if no route answers
+    is returned. Still queued behind busy workers, it is never sent; already on a worker,
+    it may yet be sent and billed, and settles its cost when it ends."""
+    if future.cancel():
+        _not_sent(plan, send, limit)
+    else:
+        fault = Fault(FaultKind.TIMEOUT, None, NO_FIRST_TOKEN.format(limit), billed=True)
+        plan.run(plan.gave_up(send, fault))
+        future.add_done_callback(lambda f: _settle_late(plan, send, f, final, usage, health=False))
+    return raised.first_token_error(send.route, limit)
 
 
 def _not_sent(plan: Plan, send: Send, limit: float | None = None) -> None:
