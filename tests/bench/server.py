@@ -55,10 +55,22 @@ KEY = "sk-bench-gateway"
 CONCURRENCY = (1, 16, 64)
 
 
+_GIVEN: set[int] = set()
+
+
 def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port on loopback, never one this bench gave a target already. The port is
+    free when asked but only bound when its server has started, seconds later: the system
+    can hand it out again meanwhile, and two targets on one port measure one process's
+    CPU twice and a dead one's as zero (a run read 0.00 ms a request for a process whose
+    requests another target had answered)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def _tree(pid: int) -> list[int]:
@@ -70,12 +82,19 @@ def _tree(pid: int) -> list[int]:
 
 
 def _cpu(pid: int) -> float:
-    """CPU seconds used by `pid` and its descendants."""
+    """CPU seconds used by `pid` and its descendants; `SystemExit` when `pid` itself is
+    gone, rather than a figure of zero (a child that ended is simply not counted)."""
     total = 0.0
     for p in _tree(pid):
-        with contextlib.suppress(OSError):
+        try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            if p == pid:
+                raise SystemExit(f"the target process {pid} is gone: its CPU cannot be read") from None
+            continue
+        if p == pid and fields[0] == "Z":
+            raise SystemExit(f"the target process {pid} has exited: its CPU is no longer counted")
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
 
