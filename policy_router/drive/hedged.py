@@ -90,11 +90,15 @@ def race(
         """Take out of the race every attempt whose first-token limit has passed."""
         now, given_up = time.monotonic(), None
         for future, until in list(limits.items()):
-            if until <= now and future in futures and not future.done():
-                send = futures.pop(future)
-                with lock:
-                    out.add(id(send))
-                given_up = gave_up(send, future)
+            if until > now or future not in futures or future.done():
+                continue
+            send = futures[future]
+            with lock:
+                if decided[0] is send:
+                    continue  # it answered as its limit passed: its future completes next
+                out.add(id(send))
+            del futures[future]
+            given_up = gave_up(send, future)
         return given_up
 
     def next_wait(hedge_at: float | None) -> float | None:
