@@ -82,12 +82,26 @@ def shaped(routed: Routed[Any]) -> bytes:
     field of its own takes the long way, so the journey replaces it rather than repeating
     the key."""
     raw = routed.response.model_dump_json()
-    journey = journey_of(routed.journey)
     if raw.startswith("{") and raw.endswith("}") and '"policy_router"' not in raw:
         joint = "" if raw == "{}" else ","
-        return f'{raw[:-1]}{joint}"policy_router":{_compact(journey)}}}'.encode()
-    body = json.loads(raw)
-    body["policy_router"] = journey
+        return f'{raw[:-1]}{joint}"policy_router":{_compact(journey_of(routed.journey))}}}'.encode()
+    return _with_journey(json.loads(raw), routed)
+
+
+def as_base64(routed: Routed[Any]) -> bytes:
+    """An embeddings answer as `shaped` sends it, with each vector as OpenAI sends it for
+    `encoding_format="base64"`: its float32 values, little-endian, in base64 (the SDKs
+    ask for that by default and decode it; a vector already in base64 stays as it is)."""
+    body = json.loads(routed.response.model_dump_json())
+    for item in body.get("data") or ():
+        vector = item.get("embedding") if isinstance(item, dict) else None
+        if isinstance(vector, list):
+            item["embedding"] = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+    return _with_journey(body, routed)
+
+
+def _with_journey(body: dict[str, Any], routed: Routed[Any]) -> bytes:
+    body["policy_router"] = journey_of(routed.journey)
     return _compact(body).encode()
 
 
@@ -103,18 +117,6 @@ def _completion_chunk(item: Any) -> str:
     for choice in found.get("choices") or ():
         choice.setdefault("text", "")
     return json.dumps(found)
-
-
-def as_base64(sent: bytes) -> bytes:
-    """An embeddings answer (`shaped`'s JSON) with each vector as OpenAI sends it for
-    `encoding_format="base64"`: its float32 values, little-endian, in base64 (the SDKs
-    ask for that by default and decode it; a vector already in base64 stays as it is)."""
-    body = json.loads(sent)
-    for item in body.get("data") or ():
-        vector = item.get("embedding") if isinstance(item, dict) else None
-        if isinstance(vector, list):
-            item["embedding"] = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
-    return _compact(body).encode()
 
 
 async def events(

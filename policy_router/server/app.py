@@ -201,8 +201,8 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
             )
         if endpoint == "responses":
             await _record(tenant, owned_ids(routed.response))
-        found = shaped(routed)
-        return Response(as_base64(found) if base64_asked else found, media_type="application/json", headers=headers_of(routed))
+        found = as_base64(routed) if base64_asked else shaped(routed)
+        return Response(found, media_type="application/json", headers=headers_of(routed))
 
     async def _record(tenant: Tenant, ids: list[str]) -> None:
         # The answer is made and paid for: a store that cannot record it costs the tenant
