@@ -177,12 +177,14 @@ class Journey:
 
     @property
     def skips(self) -> tuple[Skip, ...]:
-        return tuple(s for s in self.steps if isinstance(s, Skip))
+        return tuple([s for s in self.steps if isinstance(s, Skip)])
 
     @property
     def attempts(self) -> tuple[Attempt, ...]:
         """The requests really sent (an answer LiteLLM made itself is none)."""
-        return tuple(s for s in self.steps if isinstance(s, Attempt) and s.sent)
+        # A list made then frozen: every answer's body, headers and metrics ask, and a
+        # comprehension is cheaper than a generator for the few steps a journey has.
+        return tuple([s for s in self.steps if isinstance(s, Attempt) and s.sent])
 
     @property
     def cost(self) -> Money | None:

@@ -123,7 +123,7 @@ class Requirements:
         """A short phrase: "tools, streaming, on-device only", or "nothing special"; an
         endpoint other than chat comes first ("embedding, on-device only")."""
         names = [] if self.endpoint == "chat" else [self.endpoint]
-        names += [c.value.replace("_", " ") for c in _FEATURES if getattr(self, c.value)]
+        names += [text for flag, text in _FEATURE_WORDS if getattr(self, flag)]
         if self.on_device:
             names.append("on-device only")
         return ", ".join(names) or "nothing special"
@@ -131,6 +131,9 @@ class Requirements:
 
 _ALL = tuple(Capability)
 _FEATURES = tuple(c for c in Capability if c not in ENDPOINTS)
+# Each feature's flag and words, read once: an enum member's `value` is a descriptor call,
+# and every answer's journey describes its request.
+_FEATURE_WORDS = tuple((c.value, c.value.replace("_", " ")) for c in _FEATURES)
 
 
 @lru_cache(maxsize=256)

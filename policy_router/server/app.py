@@ -34,7 +34,7 @@ from .body import DEFAULT_MAX_BODY_MB, TooLarge, json_of, read_body
 from .leaving import ClientGone, unless_gone
 from .metrics import Meter, Seen
 from .owners import named_ids, owned_ids, unknown_words
-from .reading import read
+from .reading import policy_headers, read
 from .request_ids import RequestIds
 from .tenants import Forbidden, Tenant, Tenants, Unauthorized, over_rpm
 
@@ -153,7 +153,7 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
                 await define(endpoint)
                 kwargs, named = read_messages(endpoint, body, request.headers, tenant.key, tenants.deadline)
             else:
-                kwargs = read(endpoint, body, request.headers, tenant.key, tenants.deadline)
+                kwargs = read(endpoint, body, policy_headers(request.scope["headers"]), tenant.key, tenants.deadline)
         except (Unauthorized, Forbidden, ConfigError, TooLarge) as error:
             return failed(error, anthropic=anthropic)
         group = kwargs["model"]

@@ -75,6 +75,18 @@ class Meter:
             "policy_router_request_seconds", "Seconds from a request to its answer (a stream: to its end)",
             ["key", "group", "status"], buckets=_BUCKETS, registry=into,
         )
+        # Each labelled child, kept once made: prometheus-client's `labels()` checks and
+        # joins the values and takes a lock at every call, four calls a request. The
+        # label values come from bounded sets (see the module docstring), so this holds
+        # no more than the metrics themselves do.
+        self._children: dict[tuple[Any, ...], Any] = {}
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        key = (metric, *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def group_of(self, asked: object) -> str:
         return asked if isinstance(asked, str) and asked in self._groups else "unknown"
@@ -83,15 +95,16 @@ class Meter:
         """Count one request, answered with `status` after `seconds`."""
         journey = seen.journey
         route = (journey.answered_by if journey is not None else None) or "none"
-        self.requests.labels(seen.key, seen.group, route, str(status)).inc()
-        self.seconds.labels(seen.key, seen.group, str(status)).observe(seconds)
+        code = str(status)
+        self._child(self.requests, seen.key, seen.group, route, code).inc()
+        self._child(self.seconds, seen.key, seen.group, code).observe(seconds)
         attempts = journey.attempts if journey is not None else ()
         for attempt in attempts:
-            self.attempts.labels(seen.key, seen.group, attempt.route, attempt.outcome).inc()
+            self._child(self.attempts, seen.key, seen.group, attempt.route, attempt.outcome).inc()
             if attempt.cost is not None:
-                self.spend.labels(seen.key, seen.group, attempt.route, attempt.cost.currency).inc(attempt.cost.micros / 1_000_000)
+                self._child(self.spend, seen.key, seen.group, attempt.route, attempt.cost.currency).inc(attempt.cost.micros / 1_000_000)
         if status >= 400 and not attempts:
-            self.refusals.labels(seen.key, seen.group, _reason(body)).inc()
+            self._child(self.refusals, seen.key, seen.group, _reason(body)).inc()
 
     def exposition(self) -> tuple[bytes, str]:
         """The text a scrape reads, and its content type."""

@@ -12,7 +12,7 @@ place, before anything is reserved or sent.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..config.keys import ApiKey
@@ -21,7 +21,7 @@ from ..ground.deadline import check_seconds
 from ..ground.errors import ConfigError
 from ..policies.requirements import Requirements
 
-__all__ = ["ENDPOINT_FIELDS", "policy_of", "read"]
+__all__ = ["ENDPOINT_FIELDS", "policy_headers", "policy_of", "read"]
 
 
 class _Fields(Mapping[str, frozenset[str]]):
@@ -56,6 +56,7 @@ def read(
 ) -> dict[str, Any]:
     """The router's keyword arguments for this request (the endpoint's own, then
     `on_device`, `deadline`, `needs`); `ConfigError` naming the field that is wrong.
+    Of `headers` only the `x-policy-router-*` ones are read (`policy_headers`).
 
     `on_device` is the key's floor or the request's, whichever holds; `deadline` the
     request's, no longer than `most_deadline` (the server's); `needs` only adds to what
@@ -87,6 +88,22 @@ def read(
         raise ConfigError(f"{place!r} is not valid: {what} (OpenAI's definition of {endpoint})")
     _scoped(kwargs, headers)
     return {**kwargs, **policy_of(body.get("policy_router"), headers, key, most_deadline)}
+
+
+_PREFIX = b"x-policy-router-"
+
+
+def policy_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The `x-policy-router-*` headers of a request, all `read` looks at, from its ASGI
+    scope's list: the first of a repeated one, as Starlette's `Headers.get` reads it.
+
+    One pass over the list, rather than a search of it for each of the four names: a
+    request seldom carries any."""
+    found: dict[str, str] = {}
+    for name, value in raw:
+        if name.startswith(_PREFIX):
+            found.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+    return found
 
 
 def policy_of(
