@@ -78,7 +78,23 @@ PLAIN_VALUES = st.dictionaries(
     st.one_of(st.none(), st.booleans(), st.integers(-1, 3), st.just("2"), st.floats(0, 1)),
     max_size=3,
 )
-KWARGS = st.one_of(PLAIN_VALUES, KEYWORDS, st.builds(lambda a, b: {**a, **b}, PLAIN_VALUES, KEYWORDS))
+# What a server adds to every call it makes for a client (its key's scope, the floor it
+# asked for), with values the full reading accepts and refuses.
+SERVED = st.fixed_dictionaries(
+    {},
+    optional={
+        "scope": st.one_of(
+            st.just({"key": "k"}), st.just({"key": "k", "team": "t", "user": "u", "tags": "a,b"}),
+            st.just({"key": ""}), st.just({"nobody": "x"}), st.just("k"), st.none(),
+        ),
+        "on_device": st.sampled_from([False, True, "no", 0]),
+    },
+)
+KWARGS = st.builds(
+    lambda a, b: {**a, **b},
+    st.one_of(PLAIN_VALUES, KEYWORDS, st.builds(lambda a, b: {**a, **b}, PLAIN_VALUES, KEYWORDS)),
+    SERVED,
+)
 MODEL = st.sampled_from(["g", "h", "openai/a", "nope", None])
 
 
@@ -117,6 +133,8 @@ def _read(planner: Planner, model: Any, messages: Any, kwargs: dict[str, Any]) -
 @example(0, "g", [{"role": "user", "content": "\ud800"}], {})
 @example(1, "g", [{"role": "user", "content": "hi"}], {"tools": True, "seed": 1})
 @example(2, "openai/a", [{"role": "user", "content": "hi"}], {"seed": 1})
+@example(2, "g", [{"role": "user", "content": "hi"}], {"scope": {"key": "k", "team": "t"}, "on_device": False})
+@example(2, "g", [{"role": "user", "content": "hi"}], {"scope": {"key": ""}, "max_tokens": 0})
 def test_a_call_is_read_as_the_full_reading_reads_it(
     which: int, model: Any, messages: Any, kwargs: dict[str, Any]
 ) -> None:

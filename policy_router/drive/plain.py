@@ -21,7 +21,7 @@ from ..policies.requirements import Requirements
 from .express import Call, Lane
 from .seam import settings
 
-__all__ = ["PLAIN_KWARGS", "Known", "call_of", "is_plain", "lane_of", "made"]
+__all__ = ["PLAIN_KWARGS", "Known", "call_of", "is_plain", "lane_of", "made", "served"]
 
 PLAIN_KWARGS = frozenset(
     {
@@ -64,6 +64,17 @@ def is_plain(messages: Any, kwargs: Mapping[str, Any]) -> bool:
         if type(content) is not str or not content.isascii():
             return False
     return True
+
+
+def served(kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A call's keywords without what a server adds to every call it makes for a client:
+    `scope=` (the caller reads it apart) and `on_device=False` (the default, which changes
+    nothing); None when `on_device` is anything else, which the full reading reads."""
+    if "scope" not in kwargs and "on_device" not in kwargs:
+        return kwargs
+    if kwargs.get("on_device", False) is not False:
+        return None
+    return {k: v for k, v in kwargs.items() if k != "scope" and k != "on_device"}
 
 
 def call_of(

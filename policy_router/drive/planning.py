@@ -278,10 +278,11 @@ class Planner:
         Every argument error is raised here, before anything is sent or held."""
         if isinstance(model, str) and endpoint.name == "chat":
             known = self._plain.get(model)
-            if known is not None and plain.is_plain(messages, kwargs):
-                return plain.call_of(
-                    endpoint, model, known, messages, kwargs, self._deadline, self._wait
-                )
+            own = plain.served(kwargs) if known is not None else None
+            if known is not None and own is not None and plain.is_plain(messages, own):
+                call = plain.call_of(endpoint, model, known, messages, own, self._deadline, self._wait)
+                call.scope = scope_of(kwargs.get("scope"))
+                return call
         kwargs = with_messages(endpoint, messages, kwargs)
         settings.check_globals()
         group, candidates = self.group(model)
