@@ -297,3 +297,33 @@ groups:
     path.write_text(text + "        rpm: 8\n")
     with pytest.raises(ConfigError, match="duplicate key 'rpm'"):
         Router.from_config(path)
+
+
+def test_a_sqlite_store_in_a_file_may_settle_a_call_with_the_next_transaction(
+    fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`store: {sqlite: ..., settle_within: s}`: the router that made an async call reads
+    it settled at once; another process on the file reads it held (its worst case) until
+    `s` has passed, then settled. A wrong value is refused naming the field."""
+    import asyncio
+
+    monkeypatch.setenv("FAKE_KEY", "sk-x")
+    store = {"sqlite": "state.sqlite", "settle_within": 0.3}
+    path = write(tmp_path, policy(fake, budget={"cap": "5.00"}, store=store))
+    here, there = Router.from_config(path), Router.from_config(path)
+
+    async def run() -> None:
+        await here.acompletion(model="smart", messages=MESSAGES, max_tokens=5)
+        held = there.spending()
+        assert held.spent.micros == 0 and held.reserved.micros > 0 and held.in_flight == 1
+        await asyncio.sleep(0.5)
+
+    asyncio.run(run())
+    settled = there.spending()
+    assert settled.spent.micros > 0 and settled.reserved.micros == 0 and settled.in_flight == 0
+    assert settled == here.spending()
+    here.close()
+    there.close()
+    bad = write(tmp_path, policy(fake, store={"sqlite": "state.sqlite", "settle_within": -1}))
+    with pytest.raises(ConfigError, match="settle_within"):
+        Router.from_config(bad)

@@ -58,13 +58,14 @@ def _spent_within_caps(budgets: list[Any]) -> None:
     st.sampled_from(["0.02", "0.06", "1"]),
     st.booleans(),
     CALLS,
-    st.booleans(),
+    st.sampled_from(["memory", "sqlite", "sqlite, settled later"]),
     st.booleans(),
 )
-@example([["ok"]], 4, "router", "0.06", False, {"max_tokens": 5}, False, False)  # runs out
-@example([["drop", "ok"], ["ok"]], 3, "per user", "1", False, {"max_tokens": 5, "user": "u1"}, True, True)
-@example([["500"], ["ok"]], 2, "route", "0.06", True, {"max_tokens": 5}, True, False)
-@example([["ok"]], 2, "router", "1", True, {}, False, True)  # strict, no reply cap: refused
+@example([["ok"]], 4, "router", "0.06", False, {"max_tokens": 5}, "memory", False)  # runs out
+@example([["drop", "ok"], ["ok"]], 3, "per user", "1", False, {"max_tokens": 5, "user": "u1"}, "sqlite", True)
+@example([["500"], ["ok"]], 2, "route", "0.06", True, {"max_tokens": 5}, "sqlite", False)
+@example([["ok"]], 2, "router", "1", True, {}, "memory", True)  # strict, no reply cap: refused
+@example([["500", "ok"], ["ok"]], 4, "router", "0.06", False, {"max_tokens": 5}, "sqlite, settled later", True)
 def test_a_budgeted_call_gives_on_the_lane_what_it_gives_in_the_plan(
     fake: FakeProvider,
     tmp_path_factory: pytest.TempPathFactory,
@@ -74,20 +75,25 @@ def test_a_budgeted_call_gives_on_the_lane_what_it_gives_in_the_plan(
     cap: str,
     strict: bool,
     kwargs: dict[str, Any],
-    sqlite: bool,
+    store: str,
     use_async: bool,
 ) -> None:
     """Random fault scripts, budgets of every scope (the router's, per user, a user's and
     a tag's, a route's), caps that run out mid-run, strict or not, calls with and without
-    a reply cap, the in-process and the SQLite store, sync and async: with the lane and
-    without it, the same answers, journeys, health, records told, requests received and
-    accounts; no account passes its cap, and nothing is left reserved."""
+    a reply cap, the in-process and the SQLite store (settling each call at once, or with
+    the next transaction as the server's does), sync and async: with the lane and without
+    it, the same answers, journeys, health, records told, requests received and accounts;
+    no account passes its cap, and nothing is left reserved."""
 
     def more() -> dict[str, Any]:
         budgets = BUDGETS[kind](cap, strict)
-        if not sqlite:
+        if store == "memory":
             return {"budgets": budgets}
-        return {"budgets": budgets, "store": SQLiteStore(tmp_path_factory.mktemp("lane") / "state.sqlite")}
+        # Settled later: 5 s, so every settlement of an async run waits for the next call's
+        # reservation or the accounts' reading, never for the timer.
+        within = 5.0 if store == "sqlite, settled later" else 0.0
+        path = tmp_path_factory.mktemp("lane") / "state.sqlite"
+        return {"budgets": budgets, "store": SQLiteStore(path, settle_within=within)}
 
     taken: list[str] = []
     fast = same_on_lane_and_plan(fake, scripts, calls, True, True, use_async, kwargs, taken=taken, more=more)

@@ -369,10 +369,10 @@ def load(config: str | Path | Mapping[str, Any]) -> Loaded:
 
 def sqlite_store(given: Any, base: Path | None, source: str) -> Any:
     """The `SQLiteStore` a policy file's `store:` names: `sqlite:///path` (a path relative
-    to the file, or absolute after the third slash) or `{sqlite: path, lease: s}`."""
+    to the file, or absolute after the third slash) or `{sqlite: path, lease: s, settle_within: s}`."""
     from ..state.sqlite import SQLiteStore
 
-    lease = 3600.0
+    lease, within = 3600.0, 0.0
     if isinstance(given, str):
         if not given.startswith("sqlite://"):
             raise ConfigError(
@@ -381,12 +381,12 @@ def sqlite_store(given: Any, base: Path | None, source: str) -> Any:
             )
         text = given.removeprefix("sqlite://").removeprefix("/")
     else:
-        text, lease = given.sqlite, given.lease
+        text, lease, within = given.sqlite, given.lease, given.settle_within
     path = Path(text)
     if not path.is_absolute() and base is not None:
         path = base / path
     try:
-        return SQLiteStore(path, lease=lease)
+        return SQLiteStore(path, lease=lease, settle_within=within)
     except ConfigError as error:
         raise ConfigError(f"{source}: store: {error}") from None
 

@@ -192,6 +192,9 @@ class StoreSpec(_Strict):
     """A SQLite file (relative to the policy file): kept across restarts, shared on one machine."""
     lease: float = Field(default=3600.0, gt=0)
     """SQLite: seconds a reservation of a process that died is held before it is charged."""
+    settle_within: float = Field(default=0.0, ge=0, le=60)
+    """SQLite: seconds an answered call's settlement may wait to be written with the next
+    transaction (0: at once; see `SQLiteStore`)."""
     namespace: str | None = None
     """The keys' prefix (default: the router's name)."""
     timeout: float = Field(default=0.5, gt=0)

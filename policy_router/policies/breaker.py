@@ -267,14 +267,23 @@ class HealthBook:
         """`succeeded` as a change for the store to make (with its write id) and what to do
         once it is made: tell observers when a resting route answered."""
         before: list[Health] = []
+        # [made() was called, the event was told]: a store may write the change after the
+        # operation returned (`SQLiteStore(settle_within=)`), and then the change tells it.
+        said = [False, False]
+
+        def tell() -> None:
+            if said[0] and not said[1] and before and before[0].state != "closed":
+                said[1] = True
+                self._emit(RestClosed(label or route, before[0].failures))
 
         def change(h: Health) -> Health:
             before[:] = [h]
+            tell()
             return h if route in self.retired else self.breaker.succeeded(h)
 
         def made() -> None:
-            if before and before[0].state != "closed":
-                self._emit(RestClosed(label or route, before[0].failures))
+            said[0] = True
+            tell()
 
         return change, _op(token, "succeeded")["op"], made
 

@@ -19,6 +19,8 @@ from ...ground.errors import StoreUnavailableError
 if TYPE_CHECKING:
     import sqlite3
 
+    from .unsettled import Unsettled
+
 __all__ = ["Connections", "Transaction"]
 
 
@@ -46,9 +48,14 @@ class Connections:
             self._local.db, self._local.depth = db, 0
         return db
 
-    def transaction(self, write: bool = True) -> Transaction:
-        """One transaction on this thread's connection (see the module docstring)."""
-        return Transaction(self, write)
+    def transaction(self, write: bool = True, hook: Unsettled | None = None) -> Transaction:
+        """One transaction on this thread's connection (see the module docstring); when it
+        is the outermost, `hook` writes what waits for it first."""
+        return Transaction(self, write, hook)
+
+    def in_transaction(self) -> bool:
+        """A transaction of this store is open on this thread (a new one would join it)."""
+        return getattr(self._local, "depth", 0) > 0
 
     def close(self) -> None:
         """Close this thread's connection (others close with their threads)."""
@@ -64,10 +71,11 @@ class Transaction:
     store operation enters one, and a generator's context manager costs several times the
     frames of these two calls."""
 
-    __slots__ = ("db", "outer", "to", "write")
+    __slots__ = ("db", "hook", "outer", "taken", "to", "write")
 
-    def __init__(self, to: Connections, write: bool) -> None:
-        self.to, self.write = to, write
+    def __init__(self, to: Connections, write: bool, hook: Unsettled | None = None) -> None:
+        self.to, self.write, self.hook = to, write, hook
+        self.taken: list[Any] | None = None
 
     def __enter__(self) -> sqlite3.Connection:
         to = self.to
@@ -80,6 +88,12 @@ class Transaction:
         except to.error as error:
             raise StoreUnavailableError(f"SQLiteStore {to.path}: {error}") from error
         local.depth += 1
+        if self.outer and self.hook is not None:
+            try:
+                self.taken = self.hook.begun(db)
+            except BaseException as error:
+                self.__exit__(type(error), error, None)  # rolled back; a sqlite3 error said as the store's
+                raise
         return db
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
@@ -88,7 +102,11 @@ class Transaction:
         try:
             if self.outer:
                 self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+                if kind is not None and self.taken:
+                    self.hook.lost(self.taken)  # type: ignore[union-attr]
         except to.error as failed:
+            if self.taken and self.outer:
+                self.hook.lost(self.taken)  # type: ignore[union-attr]
             # A COMMIT that failed (a full disk) leaves the transaction open, and every
             # later BEGIN on this connection would fail with it: end it here.
             if self.db.in_transaction:

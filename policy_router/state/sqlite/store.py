@@ -29,9 +29,10 @@ from ...ground.clock import MonotonicClock
 from ...ground.errors import ConfigError
 from ..admission import Admission, Admitting, Settlement, admit_in_turn, conclude_in_turn
 from ..store import Health, SpendState, StoreCall
-from . import record
+from . import record, sql
 from . import windows as rate
 from .connections import Connections, Transaction
+from .unsettled import Unsettled
 
 if TYPE_CHECKING:
     import sqlite3
@@ -41,48 +42,12 @@ if TYPE_CHECKING:
 
 __all__ = ["SQLiteStore"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS budget (
-  name TEXT PRIMARY KEY, spent INTEGER NOT NULL DEFAULT 0, reserved INTEGER NOT NULL DEFAULT 0,
-  calls INTEGER NOT NULL DEFAULT 0, unmeasured INTEGER NOT NULL DEFAULT 0,
-  unbounded INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS budget_holds (
-  name TEXT NOT NULL, hold TEXT NOT NULL, amount INTEGER NOT NULL, expires REAL NOT NULL,
-  PRIMARY KEY (name, hold)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS budget_done (
-  name TEXT NOT NULL, hold TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (name, hold));
-CREATE TABLE IF NOT EXISTS budget_caps (scope TEXT PRIMARY KEY, cap TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS claims (name TEXT PRIMARY KEY, until REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS health (route TEXT PRIMARY KEY, record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS responses (
-  response TEXT PRIMARY KEY, route TEXT NOT NULL, on_device INTEGER NOT NULL, until REAL NOT NULL);
-""" + rate.SCHEMA
-
 # Seconds a settled or released id is remembered, so a replay changes nothing (one comes
 # within seconds); then it is dropped, or a store that only settles would keep every id.
 _DONE_KEEP = 86400.0
 
 # Seconds between two scans for holds whose lease has passed, made by a write (`_expire`).
 _EXPIRE_EVERY = 1.0
-
-# An account as a reservation reads it, in one statement: `hold` held already (a replay),
-# settled or released (too late), and what it has spent and holds.
-_ACCOUNT = (
-    "SELECT EXISTS (SELECT 1 FROM budget_holds WHERE name = ?1 AND hold = ?2), "
-    "EXISTS (SELECT 1 FROM budget_done WHERE name = ?1 AND hold = ?2), "
-    "coalesce((SELECT spent + reserved FROM budget WHERE name = ?1), 0)"
-)
-_HOLD = (
-    "INSERT INTO budget (name, reserved) VALUES (?, ?) "
-    "ON CONFLICT (name) DO UPDATE SET reserved = reserved + excluded.reserved"
-)
-_CHARGE = (
-    "INSERT INTO budget (name, spent, calls, unmeasured, unbounded, reserved) VALUES (?, ?, 1, ?, ?, ?) "
-    "ON CONFLICT (name) DO UPDATE SET spent = spent + excluded.spent, calls = calls + 1, "
-    "unmeasured = unmeasured + excluded.unmeasured, unbounded = unbounded + excluded.unbounded, "
-    "reserved = reserved + excluded.reserved"
-)
-
 
 class SQLiteStore:
     """The store in a SQLite file (see the module docstring).
@@ -95,6 +60,11 @@ class SQLiteStore:
         timeout: Seconds an operation waits for another process's transaction to end.
         probe_lease: Seconds a half-open probe stays claimed by an attempt that never said
             how it ended.
+        settle_within: Seconds an answered call's settlement may wait to be written with
+            this process's next transaction (0, the default: written at once). Saves a
+            write transaction a call under traffic; until written, the call's hold stays
+            held (the safe side), and another process reads it so for at most this long
+            (see `unsettled`). `policy-router serve` sets it for the store it keeps.
 
     Raises:
         ConfigError: the path cannot be opened as a database, or a number is wrong.
@@ -105,28 +75,53 @@ class SQLiteStore:
     """Its operations wait on a file: live caps are read by a thread of their own."""
 
     def __init__(
-        self, path: str | Path, *, lease: float = 3600.0, timeout: float = 5.0, probe_lease: float = 300.0
+        self,
+        path: str | Path,
+        *,
+        lease: float = 3600.0,
+        timeout: float = 5.0,
+        probe_lease: float = 300.0,
+        settle_within: float = 0.0,
     ) -> None:
         if str(path) in ("", ":memory:"):
             raise ConfigError("SQLiteStore needs a file path; a memory database is neither shared nor kept")
         for name, value in (("lease", lease), ("timeout", timeout), ("probe_lease", probe_lease)):
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"SQLiteStore {name} must be seconds > 0, got {value!r}")
+        if (
+            isinstance(settle_within, bool) or not isinstance(settle_within, int | float)
+            or not 0 <= settle_within <= min(60.0, lease / 2)
+        ):
+            raise ConfigError(
+                f"SQLiteStore settle_within must be seconds from 0 to 60 (and at most half the lease), "
+                f"got {settle_within!r}"
+            )
         self.path = Path(path)
         self.lease = float(lease)
         self._probe_lease = float(probe_lease)
         self._forget_at = self._expire_at = 0.0
         self._clock: Clock = MonotonicClock()
         self._db = Connections(self.path, float(timeout))
+        self._unsettled = Unsettled(float(settle_within))
         try:
-            self._db.connection().executescript(_SCHEMA)
+            self._db.connection().executescript(sql.SCHEMA)
         except (self._db.error, OSError) as error:
             raise ConfigError(f"SQLiteStore {self.path}: cannot use it as the store ({error})") from None
 
     def _tx(self, write: bool = True) -> Transaction:
         """One transaction (joined by any operation inside it, as `admit` does), its errors
-        raised as `StoreUnavailableError`."""
+        raised as `StoreUnavailableError`. The settlements waiting (`settle_within`) are
+        written in it first, so nothing this process reads counts a settled call as held."""
+        if self._unsettled.items and not self._db.in_transaction():
+            return self._db.transaction(True, self._unsettled)
         return self._db.transaction(write)
+
+    def settle_waiting(self) -> None:
+        """Write the settlements waiting (`settle_within`) now, in a transaction of their
+        own; nothing when none wait."""
+        if self._unsettled.items:
+            with self._tx():
+                pass
 
     def bind(self, router: str, clock: Clock, emit: Callable[[object], None]) -> SQLiteStore:
         """The store as one router sees it: its own clock (the file is one namespace: give
@@ -146,14 +141,14 @@ class SQLiteStore:
             self._expire(db, now)
             fresh = []
             for i, (name, cap) in enumerate(accounts):
-                held, done, used = db.execute(_ACCOUNT, (name, hold)).fetchone()
+                held, done, used = db.execute(sql.ACCOUNT, (name, hold)).fetchone()
                 if held:
                     continue  # held already (a replay)
                 if done or (cap is not None and used + amount > cap):
                     return i
                 fresh.append(name)
             for name in fresh:
-                db.execute(_HOLD, (name, amount))
+                db.execute(sql.HOLD, (name, amount))
                 db.execute("INSERT INTO budget_holds VALUES (?, ?, ?, ?)", (name, hold, amount, now + self.lease))
             return -1
 
@@ -176,7 +171,7 @@ class SQLiteStore:
 
     def _charge(self, db: sqlite3.Connection, name: str, held: int, cost: int, measured: bool, bounded: bool) -> None:
         """Charge `cost` to `name` and give back the `held` amount its hold reserved."""
-        db.execute(_CHARGE, (name, cost, int(not measured), int(not bounded), -held))
+        db.execute(sql.CHARGE, (name, cost, int(not measured), int(not bounded), -held))
 
     def _charge_worst(self, db: sqlite3.Connection, name: str, held: int) -> None:
         """Charge a hold whose lease passed at its worst case, `held` (unmeasured): its
@@ -288,6 +283,8 @@ class SQLiteStore:
             return admit_in_turn(self, ask)
 
     def conclude(self, done: Settlement) -> None:
+        if self._unsettled.defer(self, done, self.settle_waiting):
+            return
         with self._tx():
             conclude_in_turn(self, done)
 
@@ -376,8 +373,13 @@ class SQLiteStore:
         return None if row is None else (str(row[0]), bool(row[1]))
 
     def close(self) -> None:
-        """Close this thread's connection (others close with their threads)."""
-        self._db.close()
+        """Write the settlements waiting, then close this thread's connection (others
+        close with their threads)."""
+        try:
+            self.settle_waiting()
+        finally:
+            self._db.close()
 
     def __repr__(self) -> str:
-        return f"SQLiteStore({str(self.path)!r}, lease={self.lease:g})"
+        within = self._unsettled.within
+        return f"SQLiteStore({str(self.path)!r}, lease={self.lease:g}" + (f", settle_within={within:g})" if within else ")")
