@@ -266,23 +266,26 @@ class HealthBook:
     ) -> tuple[Callable[[Health], Health], str, Callable[[], None]]:
         """`succeeded` as a change for the store to make (with its write id) and what to do
         once it is made: tell observers when a resting route answered."""
-        before: list[Health] = []
-        # [made() was called, the event was told]: a store may write the change after the
-        # operation returned (`SQLiteStore(settle_within=)`), and then the change tells it.
-        said = [False, False]
+        before: Health | None = None
+        # A store may write the change after the operation returned (`SQLiteStore(
+        # settle_within=)`): the event is told by whichever of the two comes last.
+        asked = told = False
 
         def tell() -> None:
-            if said[0] and not said[1] and before and before[0].state != "closed":
-                said[1] = True
-                self._emit(RestClosed(label or route, before[0].failures))
+            nonlocal told
+            if asked and not told and before is not None and before.state != "closed":
+                told = True
+                self._emit(RestClosed(label or route, before.failures))
 
         def change(h: Health) -> Health:
-            before[:] = [h]
+            nonlocal before
+            before = h
             tell()
             return h if route in self.retired else self.breaker.succeeded(h)
 
         def made() -> None:
-            said[0] = True
+            nonlocal asked
+            asked = True
             tell()
 
         return change, _op(token, "succeeded")["op"], made

@@ -99,19 +99,20 @@ class Transaction:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
         to = self.to
         to._local.depth -= 1
+        committed = False
         try:
             if self.outer:
                 self.db.execute("COMMIT" if kind is None else "ROLLBACK")
-                if kind is not None and self.taken:
-                    self.hook.lost(self.taken)  # type: ignore[union-attr]
+                committed = kind is None
         except to.error as failed:
-            if self.taken and self.outer:
-                self.hook.lost(self.taken)  # type: ignore[union-attr]
             # A COMMIT that failed (a full disk) leaves the transaction open, and every
             # later BEGIN on this connection would fail with it: end it here.
             if self.db.in_transaction:
                 with contextlib.suppress(to.error):
                     self.db.execute("ROLLBACK")
             raise StoreUnavailableError(f"SQLiteStore {to.path}: {failed}") from failed
+        finally:
+            if self.taken and not committed and self.hook is not None:
+                self.hook.lost(self.taken)  # what it wrote was rolled back: it waits again
         if isinstance(error, to.error):
             raise StoreUnavailableError(f"SQLiteStore {to.path}: {error}") from error

@@ -50,16 +50,18 @@ class Unsettled:
     kept with the view that made it, whose clock its health change is written on). The
     transaction that takes them is handed the queue as its hook (`begun`, `lost`)."""
 
-    __slots__ = ("__weakref__", "_loop", "_timer", "items", "within")
+    __slots__ = ("__weakref__", "_flush", "_loop", "_timer", "items", "within")
 
     def __init__(self, within: float) -> None:
         self.within = within
         self.items: deque[tuple[Store, Settlement]] = deque()
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._flush: Callable[[], None] = lambda: None
 
     def defer(self, store: Store, done: Settlement, flush: Callable[[], None]) -> bool:
-        """Queue `done` (made through `store`) to be written later: False when it must be
+        """Queue `done` (made through `store`) to be written later, by the next transaction
+        or by `flush` (a transaction of its own) when it is due: False when it must be
         written now (no `settle_within`, or no event loop running in this thread)."""
         if not self.within:
             return False
@@ -68,16 +70,17 @@ class Unsettled:
         except RuntimeError:
             return False
         self.items.append((store, done))
+        self._flush = flush
         _LIVE.add(self)
         if self._timer is None or self._loop is not loop:
-            self._loop, self._timer = loop, loop.call_later(self.within, self._due, flush)
+            self._loop, self._timer = loop, loop.call_later(self.within, self._due)
         return True
 
-    def _due(self, flush: Callable[[], None]) -> None:
+    def _due(self) -> None:
         self._timer = None
         if self.items:
             try:
-                flush()
+                self._flush()
             except StoreUnavailableError as error:
                 # Kept: the next transaction, or the exit, writes them; held until then.
                 logger.warning("policy_router: settlements wait for the store: {}", error)
@@ -104,10 +107,8 @@ class Unsettled:
 @atexit.register
 def _write_all_at_exit() -> None:
     for queue in list(_LIVE):
-        while queue.items:
-            store, _ = queue.items[0]
+        if queue.items:
             try:
-                store.settle_waiting()  # type: ignore[attr-defined]  # a SQLiteStore's
+                queue._flush()
             except StoreUnavailableError as error:
                 logger.warning("policy_router: settlements left held at exit: {}", error)
-                break
