@@ -142,10 +142,11 @@ def _router(fake: FakeProvider, fault: Fault, profile: bool, restarts: list[obje
     limits: dict[str, Any] = (
         {"first_token_timeout": 10 * S, "stall_timeout": 5 * S} if profile else {}
     )
-    # The fallback is healthy: its limits are the profile's, but no tighter than a busy
-    # 2-core machine can keep (a 0.15 s pause between two local chunks happens there, and
-    # would fail a healthy stream the scorecard does not score).
-    calm: dict[str, Any] = {k: max(v, 1.0) for k, v in limits.items()}
+    # The fallback is healthy: its limits are the profile's, but no tighter than the call's
+    # deadline. The scorecard scores the primary's fault, not how fast a starved 2-core
+    # machine serves a healthy route (a 0.15 s pause between two local chunks, or a whole
+    # answer over a second, happens there under other processes' load).
+    calm: dict[str, Any] = {k: max(v, DEADLINE) for k, v in limits.items()}
     routes = [
         Route("openai/primary", group="g", api_base=fake.base_url, api_key="sk-p", capabilities=CAPS,
               prices=PRICES, timeout=30 * S, context_window=fault.primary_window, **limits),
@@ -177,9 +178,12 @@ class Seen:
     journey: Any = None
 
 
-def _call(router: Router, mode: str, restarts: list[object]) -> Seen:
+DEADLINE = 60 * S
+"""Every call's deadline: the methodology's 60 s."""
+
+
+def _call(router: Router, mode: str, restarts: list[object], deadline: float | None = DEADLINE) -> Seen:
     seen = Seen()
-    deadline = 60 * S
     started = time.perf_counter()
     try:
         if mode == "sync":
@@ -223,7 +227,7 @@ def _read_chunk(seen: Seen, parts: list[str], chunk: Any) -> None:
         seen.usage = chunk.usage
 
 
-async def _astream(router: Router, deadline: float, restarts: list[object], seen: Seen) -> None:
+async def _astream(router: Router, deadline: float | None, restarts: list[object], seen: Seen) -> None:
     stream = await router.acompletion(
         model="g", messages=ASK, stream=True, deadline=deadline, stream_options=USAGE
     )
@@ -246,7 +250,7 @@ def _clean(error: BaseException) -> bool:
 def score(name: str, fault: Fault, seen: Seen, fake: FakeProvider) -> str:
     """The cell's score by the rules of the module docstring."""
     primary, fallback = fake.requests("primary"), fake.requests("fallback")
-    if seen.elapsed > 60 * S + 1.0:
+    if seen.elapsed > DEADLINE + 1.0:
         return "fail"  # past the deadline
     if fault.refusal:
         if isinstance(seen.error, RefusedError) and fallback == 0:
@@ -294,6 +298,22 @@ def _play(fake: FakeProvider, name: str, mode: str, profile: bool) -> tuple[str,
     finally:
         fake.responder = None
     return score(name, fault, seen, fake), seen
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _warm(_fake_server: FakeProvider) -> None:
+    """Each route called once in every mode before the first cell: a process's first
+    LiteLLM call imports and builds what later calls reuse (its clients, its provider's
+    code), which on a loaded machine takes longer than the primary's 0.3 s first-token
+    limit. The scorecard plays faults against a running router, not an interpreter's start."""
+    _fake_server.reset()
+    for name in ("primary", "fallback"):
+        router = Router([Route(f"openai/{name}", group="g", api_base=_fake_server.base_url,
+                               api_key=f"sk-{name[0]}", capabilities=CAPS, prices=PRICES)])
+        for mode in MODES:
+            seen = _call(router, mode, [], deadline=None)
+            assert seen.error is None, (name, mode, seen)
+    _fake_server.reset()
 
 
 @pytest.mark.parametrize(("name", "mode"), _cells(False))
