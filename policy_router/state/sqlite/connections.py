@@ -89,10 +89,12 @@ class Transaction:
             raise StoreUnavailableError(f"SQLiteStore {to.path}: {error}") from error
         local.depth += 1
         if self.outer and self.hook is not None:
+            self.taken = self.hook.take()
             try:
-                self.taken = self.hook.begun(db)
+                self.hook.write(self.taken)
             except BaseException as error:
-                self.__exit__(type(error), error, None)  # rolled back; a sqlite3 error said as the store's
+                # Rolled back, and what it took given back; a sqlite3 error said as the store's.
+                self.__exit__(type(error), error, None)
                 raise
         return db
 

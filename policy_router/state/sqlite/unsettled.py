@@ -33,8 +33,6 @@ from ...ground.errors import StoreUnavailableError
 from ..admission import conclude_in_turn
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from ..admission import Settlement
     from ..store import Store
 
@@ -48,7 +46,7 @@ _LIVE: weakref.WeakSet[Unsettled] = weakref.WeakSet()
 class Unsettled:
     """The settlements waiting to be written, shared by a store and its router views (each
     kept with the view that made it, whose clock its health change is written on). The
-    transaction that takes them is handed the queue as its hook (`begun`, `lost`)."""
+    transaction that takes them is handed the queue as its hook (`take`, `write`, `lost`)."""
 
     __slots__ = ("__weakref__", "_flush", "_loop", "_timer", "items", "within")
 
@@ -85,19 +83,20 @@ class Unsettled:
                 # Kept: the next transaction, or the exit, writes them; held until then.
                 logger.warning("policy_router: settlements wait for the store: {}", error)
 
-    def begun(self, db: sqlite3.Connection) -> list[tuple[Store, Settlement]]:
-        """Write every settlement waiting, in the transaction just begun; what it took."""
+    def take(self) -> list[tuple[Store, Settlement]]:
+        """Every settlement waiting, taken off the queue for the transaction just begun,
+        which writes them (`write`) and gives them back (`lost`) if it rolls back."""
         taken: list[tuple[Store, Settlement]] = []
         with contextlib.suppress(IndexError):
             while True:
                 taken.append(self.items.popleft())
-        try:
-            for store, done in taken:
-                conclude_in_turn(store, done)
-        except BaseException:
-            self.lost(taken)
-            raise
         return taken
+
+    @staticmethod
+    def write(taken: list[tuple[Store, Settlement]]) -> None:
+        """Write `taken` in the transaction open on this thread (each store joins it)."""
+        for store, done in taken:
+            conclude_in_turn(store, done)
 
     def lost(self, taken: list[tuple[Store, Settlement]]) -> None:
         """The transaction that wrote `taken` rolled back: they wait again, first."""
