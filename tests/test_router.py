@@ -119,7 +119,7 @@ def test_fault_at_each_position(fake: FakeProvider, fault: str, position: int, d
         assert journey.answered_by is None
     sent = [fake.requests(n) for n in NAMES]
     expected = [1] * (position + 1) + ([1] if answers else []) + [0] * 3
-    assert sent == expected[:3]
+    assert sent == expected[:3], str(journey)
     assert len(journey.attempts) == sum(sent)
     assert [a.route for a in journey.attempts] == [
         f"openai/{n}" for n, c in zip(NAMES, sent, strict=True) if c
