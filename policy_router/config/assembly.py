@@ -18,6 +18,7 @@ from typing import Any
 from ..core.validate import check_policies
 from ..drive.planning import Planner
 from ..drive.seam import model_info, settings
+from ..drive.seam.preload import preload
 from ..drive.stream import StreamRestart
 from ..ground.clock import Clock, MonotonicClock, wall_of
 from ..ground.deadline import check_seconds
@@ -157,6 +158,7 @@ def assemble(args: Mapping[str, Any], previous: Assembly | None = None) -> Assem
     settings.check_globals()
     if a["quiet_litellm"]:
         settings.silence_banner()
+    preload()
     same_place = previous is not None and all(
         a[k] is previous.args[k] or a[k] == previous.args[k] for k in ("store", "name", "clock")
     )

@@ -7,5 +7,6 @@ in (`transport`), LiteLLM's exceptions read as the router's faults (`failures`) 
 in a provider's name (`raised`), what LiteLLM knows of a model (`model_info`) and of its
 credentials (`credentials`), its prompt token counter (`tokens`), the HTTP clients it keeps
 watched for a connection off the machine (`guard`), its global settings (`settings`), the
-functions whose path never logs (`unlogged`), and its stream events (`stream_events`).
+functions whose path never logs (`unlogged`), its stream events (`stream_events`), and what
+it would import in a call's middle, loaded when a router is built (`preload`).
 """
