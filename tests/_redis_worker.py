@@ -16,6 +16,7 @@ from policy_router import (
     RedisStore,
     Route,
     Router,
+    StoreUnavailableError,
 )
 
 MESSAGES = [{"role": "user", "content": "Say hello."}]
@@ -144,12 +145,13 @@ def limited_router(redis_url: str, base_url: str, rpm: int, **policies: Any) -> 
 
 
 async def rate_limited_call(router: Router, **kwargs: Any) -> tuple[str, int]:
-    """One async call: "answered", "refused" before sending, or "deadline"; with the
+    """One async call: "answered", "refused" before sending (a full window, or one the
+    store could not answer in time: the limit fails closed), or "deadline"; with the
     requests its journey says were sent."""
     try:
         routed = await router.aroute(model="g", messages=MESSAGES, **kwargs)
         return "answered", routed.attempts
-    except RateLimitedError as refused:
+    except (RateLimitedError, StoreUnavailableError) as refused:
         assert refused.journey is not None
         return "refused", len(refused.journey.attempts)
     except DeadlineExceededError as late:
