@@ -160,17 +160,31 @@ class RedisServer:
 SENDS = {"n": 0}
 """How many times a counting connection sent to Redis: one send is one round trip (a
 script, a command, or a whole pipeline goes in one)."""
+SENT: list[list[str]] = []
+"""What each counted send held: its commands' names (EVALSHA, a pipeline's several), so a
+count that differs says which round trip was more."""
+
+
+def reset_sends() -> None:
+    SENDS["n"] = 0
+    SENT.clear()
+
+
+def _sent(command: Any) -> None:
+    SENDS["n"] += 1
+    packed = command if isinstance(command, bytes | bytearray) else b"".join(command)
+    SENT.append([n.decode() for n in re.findall(rb"\*\d+\r\n\$\d+\r\n([A-Za-z]+)", packed)])
 
 
 class Counting(redis.Connection):
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        SENDS["n"] += 1
+        _sent(command)
         super().send_packed_command(command, check_health)
 
 
 class ACounting(redis.asyncio.Connection):
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        SENDS["n"] += 1
+        _sent(command)
         await super().send_packed_command(command, check_health)
 
 

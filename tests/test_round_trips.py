@@ -20,13 +20,17 @@ import pytest
 from policy_router import Breaker, Budget, PriceTable, RedisStore, Route, Router
 from policy_router.testing import Fail, FakeProvider, Reply
 
-from ._redis import SENDS, RedisServer, counting
+from ._redis import SENDS, SENT, RedisServer, counting, reset_sends
 from ._redis_worker import MESSAGES, TABLE
 from .conftest import KEY_PREFIX
 
 
 def counted(url: str, **kw: Any) -> RedisStore:
-    """A store whose every connection, sync or async, counts what it sends."""
+    """A store whose every connection, sync or async, counts what it sends. Its commands
+    wait up to 30 s: a healthy store's round trips are counted, and a busy machine's Redis
+    answering past the default 1 s would send the settlement the outage's way (one write
+    more, on the next call)."""
+    kw.setdefault("timeout", 30.0)
     return counting(RedisStore(url, namespace=f"policy_router:trips-{time.monotonic_ns()}", **kw))
 
 
@@ -70,7 +74,7 @@ def per_call_sync(router: Router, stream: bool, calls: int = 3) -> float:
             router.completion(model="g", messages=MESSAGES, max_tokens=20)
 
     one()  # connects (and says hello) once
-    SENDS["n"] = 0
+    reset_sends()
     for _ in range(calls):
         one()
     return SENDS["n"] / calls
@@ -88,7 +92,7 @@ def per_call_async(router: Router, stream: bool, calls: int = 3) -> float:
 
     async def main() -> float:
         await one()
-        SENDS["n"] = 0
+        reset_sends()
         for _ in range(calls):
             await one()
         return SENDS["n"] / calls
@@ -106,7 +110,7 @@ def test_a_healthy_call_takes_two_round_trips(
 ) -> None:
     router = router_for(server, fake, policy)
     measure = per_call_sync if twin == "sync" else per_call_async
-    assert measure(router, stream) == 2
+    assert measure(router, stream) == 2, SENT
     assert fake.requests() == 4  # and every call reached the provider once
     if policy["budget"]:
         spending = router.spending()
@@ -124,8 +128,8 @@ def test_a_route_that_recovers_takes_one_more_to_clear_its_record(
     with pytest.raises(litellm.InternalServerError):
         router.completion(model="g", messages=MESSAGES, max_tokens=20)
     assert router.health()["openai/a"].failures == 1
-    SENDS["n"] = 0
+    reset_sends()
     router.completion(model="g", messages=MESSAGES, max_tokens=20)
-    assert SENDS["n"] == 4  # admission, settlement, the record read again and cleared
+    assert SENDS["n"] == 4, SENT  # admission, settlement, the record read again and cleared
     assert router.health()["openai/a"].failures == 0
     assert per_call_sync(router, stream=False) == 2
