@@ -29,10 +29,11 @@ after a timeout or a 10 s silent first token, a Retry-After honoured and capped.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import litellm
@@ -69,10 +70,30 @@ PRIMARY_TEXT = " ".join(f"p{i}" for i in range(60))
 FALLBACK_TEXT = " ".join(f"f{i}" for i in range(60))
 ASK = [{"role": "user", "content": "Tell me the whole thing."}]
 CAPS = {"chat": True, "streaming": True}
-PRICES = PriceTable.from_dict(
-    {"currency": "USD", "as_of": "2026-12-01", "source": "failover test",
-     "models": {f"openai/{m}": {"input": "1", "output": "1"} for m in ("primary", "fallback")}}
-)
+
+@dataclass(frozen=True)
+class Names:
+    """The two routes' model names in one play. Each play has its own: a request an earlier
+    play gave up on, read late by a starved server thread, is counted under that play's
+    names and never in a later play's."""
+
+    primary: str = "primary"
+    fallback: str = "fallback"
+
+    @classmethod
+    def fresh(cls) -> Names:
+        n = next(_PLAYS)
+        return cls(f"primary-{n}", f"fallback-{n}")
+
+    def prices(self) -> PriceTable:
+        return PriceTable.from_dict(
+            {"currency": "USD", "as_of": "2026-12-01", "source": "failover test",
+             "models": {f"openai/{m}": {"input": "1", "output": "1"} for m in (self.primary, self.fallback)}}
+        )
+
+
+_PLAYS = itertools.count(1)
+PRICES = Names().prices()
 FOREVER = 600.0  # a silence longer than any test: ends when FakeProvider stops
 ATTEMPTS = 3  # the baseline's Retry(attempts=3)
 REFERENCE_FIRST_TOKEN = 10.0  # the reference client's first-token limit, in methodology seconds
@@ -124,12 +145,12 @@ FAULTS = _faults()
 CELLS = [name for name in FAULTS if name != "flapping primary"]
 
 
-def _responder(fault: Fault) -> Callable[[str, dict[str, Any]], Step | None]:
+def _responder(fault: Fault, names: Names) -> Callable[[str, dict[str, Any]], Step | None]:
     """The fallback's behaviour: it answers, but (for the prefill cell) refuses a request
     whose last message is the assistant's, as some providers do."""
 
     def answer(path: str, body: dict[str, Any]) -> Step | None:
-        if body.get("model") == "primary":
+        if body.get("model") == names.primary:
             return fault.primary if fault.always else Reply(PRIMARY_TEXT, usage=(7, 60))
         messages = body.get("messages") or []
         if fault.fallback is PREFILL and messages and messages[-1].get("role") == "assistant":
@@ -139,7 +160,9 @@ def _responder(fault: Fault) -> Callable[[str, dict[str, Any]], Step | None]:
     return answer
 
 
-def _router(fake: FakeProvider, fault: Fault, profile: bool, restarts: list[object], **kw: Any) -> Router:
+def _router(
+    fake: FakeProvider, fault: Fault, profile: bool, restarts: list[object], names: Names, **kw: Any
+) -> Router:
     limits: dict[str, Any] = (
         {"first_token_timeout": 10 * S, "stall_timeout": 5 * S} if profile else {}
     )
@@ -148,11 +171,13 @@ def _router(fake: FakeProvider, fault: Fault, profile: bool, restarts: list[obje
     # machine serves a healthy route (a 0.15 s pause between two local chunks, or a whole
     # answer over a second, happens there under other processes' load).
     calm: dict[str, Any] = {k: max(v, DEADLINE) for k, v in {**limits, "timeout": 30 * S}.items()}
+    prices = names.prices()
     routes = [
-        Route("openai/primary", group="g", api_base=fake.base_url, api_key="sk-p", capabilities=CAPS,
-              prices=PRICES, timeout=30 * S, context_window=fault.primary_window, **limits),
-        Route("openai/fallback", group="g", api_base=fake.base_url, api_key="sk-f", capabilities=CAPS,
-              prices=PRICES, context_window=200_000, **calm),
+        Route(f"openai/{names.primary}", group="g", api_base=fake.base_url, api_key="sk-p",
+              capabilities=CAPS, prices=prices, timeout=30 * S, context_window=fault.primary_window,
+              **limits),
+        Route(f"openai/{names.fallback}", group="g", api_base=fake.base_url, api_key="sk-f",
+              capabilities=CAPS, prices=prices, context_window=200_000, **calm),
     ]
     extra: dict[str, Any] = (
         {"stream_failure": "restart", "on_restart": restarts.append,
@@ -177,6 +202,7 @@ class Seen:
     usage: Any = None
     elapsed: float = 0.0
     journey: Any = None
+    names: Names = field(default_factory=Names)
 
 
 DEADLINE = max(60 * S, 4.0)
@@ -254,7 +280,8 @@ def _clean(error: BaseException) -> bool:
 
 def score(name: str, fault: Fault, seen: Seen, fake: FakeProvider) -> str:
     """The cell's score by the rules of the module docstring."""
-    primary, fallback = fake.requests("primary"), fake.requests("fallback")
+    names = seen.names
+    primary, fallback = fake.requests(names.primary), fake.requests(names.fallback)
     if seen.elapsed > DEADLINE + 1.0:
         return "fail"  # past the deadline
     if fault.refusal:
@@ -265,12 +292,12 @@ def score(name: str, fault: Fault, seen: Seen, fake: FakeProvider) -> str:
         return "safe" if _clean(seen.error) else "fail"
     if seen.text not in (PRIMARY_TEXT, FALLBACK_TEXT):
         return "fail"  # cut, spliced or wrong text passed off as an answer
-    slow_primary = seen.route == "openai/primary" and name in ("slow first token", "silence", "stall mid-answer")
+    slow_primary = seen.route == f"openai/{names.primary}" and name in ("slow first token", "silence", "stall mid-answer")
     timed_out = name in ("silence", "slow first token", "stall mid-answer")
     if slow_primary or primary > (1 if timed_out else ATTEMPTS):
         return "partial"
     if name == "fallback's model and usage" and not (
-        seen.route == "openai/fallback" and seen.model == "fallback"
+        seen.route == f"openai/{names.fallback}" and seen.model == names.fallback
         and seen.usage is not None and seen.usage.completion_tokens == 60
     ):
         return "fail"
@@ -294,12 +321,14 @@ _SEEN: dict[str, dict[str, str]] = {"baseline": {}, "profile": {}}
 
 def _play(fake: FakeProvider, name: str, mode: str, profile: bool) -> tuple[str, Seen]:
     fault = FAULTS[name]
-    fake.responder = _responder(fault)
-    fake.script("primary", fault.primary)
+    names = Names.fresh()
+    fake.responder = _responder(fault, names)
+    fake.script(names.primary, fault.primary)
     restarts: list[object] = []
-    router = _router(fake, fault, profile, restarts)
+    router = _router(fake, fault, profile, restarts, names)
     try:
         seen = _call(router, mode, restarts)
+        seen.names = names
     finally:
         fake.responder = None
     return score(name, fault, seen, fake), seen
@@ -310,7 +339,8 @@ def _said(name: str, mode: str, seen: Seen, fake: FakeProvider) -> str:
     each route received (a count the journey does not explain is the provider's view)."""
     return (
         f"{name} ({mode}): {seen.error!r} in {seen.elapsed:.2f} s; received: primary "
-        f"{fake.requests('primary')}, fallback {fake.requests('fallback')}; {seen.journey}"
+        f"{fake.requests(seen.names.primary)}, fallback {fake.requests(seen.names.fallback)}; "
+        f"{seen.journey}"
     )
 
 
