@@ -23,6 +23,7 @@ from loguru import logger
 
 from ..config.policy_file import load
 from ..core.journey import Journey
+from ..drive.seam.preload import preload
 from ..ground.errors import ConfigError, StoreUnavailableError
 from ..ground.ids import new_id
 from .admin import budget_of, key_account, spend_of
@@ -86,6 +87,9 @@ def create_app(config: str | Path | Mapping[str, Any], *, env: Mapping[str, str]
     # Messages API's (~4 s: the anthropic SDK imports every type it has) on a worker thread
     # when the first Messages request comes, so no other request waits for it.
     _define_bodies()
+    # Streams are the server's traffic: its first would load tiktoken's encoding on the
+    # event loop, every other request waiting (the router loaded the failure path).
+    preload(encoding=True)
     defined: set[str] = set()
 
     async def define(endpoint: str) -> None:

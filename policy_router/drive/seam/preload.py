@@ -1,14 +1,13 @@
 """What LiteLLM imports the first time a process needs it, in the middle of a call, loaded
-when a router is built instead.
+before the calls instead.
 
-LiteLLM (1.110.2) imports two heavy things lazily, inside the call that first needs them:
+LiteLLM (1.110.2) loads two heavy things lazily, inside the call that first needs them:
 its exception mapping asks whether a failure is a guardrail's block by importing
 `fastapi.exceptions` when FastAPI is installed (the server extra installs it), and a
-stream's first usage count loads the default tiktoken encoding. Each is 0.1-0.2 s of
+stream's first usage count loads tiktoken's default encoding. Each is 0.1-0.25 s of
 synchronous work on this machine (2-3 s with one busy thread in the process), run where no
 deadline can interrupt it and, on an event loop, stalling every other request: the first
-provider error of a process made a call with a 1.8 s deadline answer after 2.2 s, and a
-server's first failover stalled every tenant for as long.
+provider error of a process made a call with a 1.8 s deadline answer after 2.2 s.
 """
 
 from __future__ import annotations
@@ -21,28 +20,31 @@ from loguru import logger
 __all__ = ["preload"]
 
 _lock = threading.Lock()
-_loaded = False
+_loaded: set[str] = set()
 
 
-def preload() -> None:
+def preload(*, encoding: bool = False) -> None:
     """Load, once per process, what LiteLLM would otherwise import in a call's middle.
 
-    Promises: after it returns, a provider's first failure and a stream's first usage count
-    import nothing of LiteLLM's lazy set above. Costs ~0.25 s once per process, paid by the
-    first `Router` built. Does not promise a first call as fast as later ones: LiteLLM still
-    builds its HTTP clients on a route's first call. Never raises: a LiteLLM release that
-    moved these loads them in the call again, as before, and says so at debug level.
+    Promises: after it returns, a provider's first failure imports nothing (FastAPI's
+    exceptions when installed: ~0.15 s and ~7 MB, once; every `Router` asks for it). With
+    `encoding=True`, a stream's first usage count loads no encoding either (tiktoken's
+    default: ~0.15 s and ~41 MB, which a process that never streams never needs, so only
+    the server, whose traffic is streams, asks for it). Does not promise a first call as
+    fast as later ones: LiteLLM still builds its HTTP clients on a route's first call.
+    Never raises: a LiteLLM release that moved these loads them in the call again, as
+    before, and says so at debug level.
     """
-    global _loaded
+    wanted = ["failure", "encoding"] if encoding else ["failure"]
     with _lock:  # a second router built meanwhile waits: its calls then import nothing
-        if _loaded:
-            return
-        for load in _LOADS:
+        for name in wanted:
+            if name in _loaded:
+                continue
             try:
-                load()
+                _LOADS[name]()
             except Exception as error:  # a moved internal: LiteLLM loads it in the call again
-                logger.debug("policy_router: could not preload {}: {!r}", load.__name__, error)
-        _loaded = True
+                logger.debug("policy_router: could not preload LiteLLM's {}: {!r}", name, error)
+            _loaded.add(name)
 
 
 def _failure_mapping() -> None:
@@ -59,4 +61,4 @@ def _default_encoding() -> None:
     get_default_encoding()
 
 
-_LOADS: tuple[Callable[[], None], ...] = (_failure_mapping, _default_encoding)
+_LOADS: dict[str, Callable[[], None]] = {"failure": _failure_mapping, "encoding": _default_encoding}
