@@ -157,21 +157,14 @@ class RedisServer:
 
 
 # -- counting what is sent ------------------------------------------------------------------
-SENDS = {"n": 0}
-"""How many times a counting connection sent to Redis: one send is one round trip (a
-script, a command, or a whole pipeline goes in one)."""
 SENT: list[list[str]] = []
-"""What each counted send held: its commands' names (EVALSHA, a pipeline's several), so a
-count that differs says which round trip was more."""
-
-
-def reset_sends() -> None:
-    SENDS["n"] = 0
-    SENT.clear()
+"""Each time a counting connection sent to Redis, what it sent: its commands' names
+(EVALSHA, a pipeline's several). One send is one round trip (a script, a command, or a
+whole pipeline goes in one), so `len(SENT)` counts them and a count that differs says which
+round trip was more."""
 
 
 def _sent(command: Any) -> None:
-    SENDS["n"] += 1
     packed = command if isinstance(command, bytes | bytearray) else b"".join(command)
     SENT.append([n.decode() for n in re.findall(rb"\*\d+\r\n\$\d+\r\n([A-Za-z]+)", packed)])
 
@@ -190,7 +183,7 @@ class ACounting(redis.asyncio.Connection):
 
 def counting(store: Any) -> Any:
     """`store` (a standalone RedisStore not used yet) with every connection, sync or
-    async, counting its sends in `SENDS`."""
+    async, counting its sends in `SENT`."""
     store._link.client.connection_pool.connection_class = Counting
     store._link.options["connection_class"] = ACounting
     return store

@@ -167,9 +167,9 @@ def _router(
         {"first_token_timeout": 10 * S, "stall_timeout": 5 * S} if profile else {}
     )
     # The fallback is healthy: its limits (its 30 s timeout too) are the methodology's, but
-    # no tighter than the call's deadline. The scorecard scores the primary's fault, not how fast a starved 2-core
-    # machine serves a healthy route (a 0.15 s pause between two local chunks, or a whole
-    # answer over a second, happens there under other processes' load).
+    # no tighter than the call's deadline. The scorecard scores the primary's fault, not how
+    # fast a starved 2-core machine serves a healthy route (a 0.15 s pause between two local
+    # chunks, or a whole answer over a second, happens there under other processes' load).
     calm: dict[str, Any] = {k: max(v, DEADLINE) for k, v in {**limits, "timeout": 30 * S}.items()}
     prices = names.prices()
     routes = [

@@ -32,7 +32,7 @@ import litellm
 from _fake import KEY, MESSAGES, bench_routes, fake_in_child
 
 from policy_router import Breaker, Budget, InMemoryStore, RedisStore, Router
-from tests._redis import BINARY, SENDS, WHY_MISSING, RedisServer, counting
+from tests._redis import BINARY, SENT, WHY_MISSING, RedisServer, counting
 from tests._redis_cluster import RedisClusterServer
 
 
@@ -73,15 +73,15 @@ async def round_trips(base: str, url: str) -> None:
         kw = {"model": "g", "messages": MESSAGES, "max_tokens": 64}
         one = functools.partial(router.completion, **kw)
         await asyncio.to_thread(one)  # connects once
-        SENDS["n"] = 0
+        SENT.clear()
         for _ in range(20):
             await asyncio.to_thread(one)
-        sync = SENDS["n"] / 20
+        sync = len(SENT) / 20
         await router.acompletion(**kw)
-        SENDS["n"] = 0
+        SENT.clear()
         for _ in range(20):
             await router.acompletion(**kw)
-        async_ = SENDS["n"] / 20
+        async_ = len(SENT) / 20
         print(f"  {label:<30} {sync:5.1f} {async_:6.1f}   +{max(sync, async_):.0f} ms a call")
 
 

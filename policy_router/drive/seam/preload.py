@@ -20,7 +20,7 @@ from loguru import logger
 __all__ = ["preload"]
 
 _lock = threading.Lock()
-_loaded: set[str] = set()
+_loaded: set[Callable[[], None]] = set()
 
 
 def preload(*, encoding: bool = False) -> None:
@@ -35,16 +35,15 @@ def preload(*, encoding: bool = False) -> None:
     Never raises: a LiteLLM release that moved these loads them in the call again, as
     before, and says so at debug level.
     """
-    wanted = ["failure", "encoding"] if encoding else ["failure"]
     with _lock:  # a second router built meanwhile waits: its calls then import nothing
-        for name in wanted:
-            if name in _loaded:
+        for load in (_failure_mapping, _default_encoding)[: 2 if encoding else 1]:
+            if load in _loaded:
                 continue
             try:
-                _LOADS[name]()
+                load()
             except Exception as error:  # a moved internal: LiteLLM loads it in the call again
-                logger.debug("policy_router: could not preload LiteLLM's {}: {!r}", name, error)
-            _loaded.add(name)
+                logger.debug("policy_router: could not preload {}: {!r}", load.__name__, error)
+            _loaded.add(load)
 
 
 def _failure_mapping() -> None:
@@ -59,6 +58,3 @@ def _default_encoding() -> None:
     from litellm._lazy_imports import get_default_encoding
 
     get_default_encoding()
-
-
-_LOADS: dict[str, Callable[[], None]] = {"failure": _failure_mapping, "encoding": _default_encoding}
